@@ -1,0 +1,10 @@
+"""failurelab: reproducible training-failure experiments on tiny PyTorch models."""
+
+from .faults import FAULTS, Fault, inject
+from .monitor import Monitor
+from .recipes import Recipe, baseline, diff
+from .runs import Run, read_history, save_history
+from .train import Parts, build, run
+
+__all__ = ["FAULTS", "Fault", "Monitor", "Parts", "Recipe", "Run", "baseline", "build",
+           "diff", "inject", "read_history", "run", "save_history"]

@@ -1,0 +1,92 @@
+"""The two tiny models.  Every layer is a named module so telemetry columns read well
+(`grad_norm/fc1.weight`, `saturated_frac/sigmoid`) and activation hooks have a target."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .data import N_CLASSES, N_FEATURES, PAD, SEQ_CLASSES, VOCAB
+
+
+class TabularMLP(nn.Module):
+    """16 → sigmoid → ReLU → dropout → 3: somewhere to saturate, to die and to drop."""
+
+    def __init__(self, hidden: int, dropout: float, softmax_output: bool):
+        super().__init__()
+        self.fc1 = nn.Linear(N_FEATURES, hidden)
+        self.sigmoid = nn.Sigmoid()
+        self.fc2 = nn.Linear(hidden, hidden)
+        self.relu = nn.ReLU()
+        self.drop = nn.Dropout(dropout)
+        self.head = nn.Linear(hidden, N_CLASSES)
+        # A classifier that ends in softmax, fed to cross-entropy, applies softmax twice.
+        self.softmax = nn.Softmax(dim=-1) if softmax_output else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, 16) -> (B, 3)
+        h = self.sigmoid(self.fc1(x))
+        h = self.drop(self.relu(self.fc2(h)))
+        out = self.head(h)
+        return self.softmax(out) if self.softmax is not None else out
+
+
+class AttentionPool(nn.Module):
+    """One learned query attends over the tokens; pads are hidden by a key padding mask."""
+
+    def __init__(self, dim: int, mask_padding: bool, mask_inverted: bool):
+        super().__init__()
+        self.key = nn.Linear(dim, dim)
+        self.value = nn.Linear(dim, dim)
+        self.query = nn.Parameter(torch.randn(dim) / math.sqrt(dim))
+        self.mask_padding = mask_padding
+        self.mask_inverted = mask_inverted
+        self.weights: torch.Tensor | None = None  # last attention, (B, T), for telemetry
+
+    def forward(self, e: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        scores = self.key(e) @ self.query / math.sqrt(e.shape[-1])  # (B, T)
+        if self.mask_padding:
+            # PyTorch's convention: True marks a position to ignore.  Passing the
+            # "keep" mask of other libraries (True = real token) inverts it.
+            ignore = tokens != PAD if self.mask_inverted else tokens == PAD
+            scores = scores.masked_fill(ignore, float("-inf"))
+        weights = torch.softmax(scores.float(), dim=-1)  # (B, T)
+        self.weights = weights.detach()
+        return (weights.unsqueeze(-1).to(e.dtype) * self.value(e)).sum(1)  # (B, D)
+
+
+class SequenceClassifier(nn.Module):
+    """Embedding → attention pooling → ReLU head → 2 classes."""
+
+    def __init__(self, dim: int, mask_padding: bool, mask_inverted: bool, softmax_output: bool):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB + 1, dim)
+        self.pool = AttentionPool(dim, mask_padding, mask_inverted)
+        self.fc = nn.Linear(dim, dim)
+        self.relu = nn.ReLU()
+        self.head = nn.Linear(dim, SEQ_CLASSES)
+        self.softmax = nn.Softmax(dim=-1) if softmax_output else None
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # (B, T) -> (B, 2)
+        pooled = self.pool(self.embed(tokens), tokens)
+        out = self.head(self.relu(self.fc(pooled)))
+        return self.softmax(out) if self.softmax is not None else out
+
+
+def make_model(recipe) -> nn.Module:
+    """Build the recipe's model with PyTorch's default init, then apply the init knobs."""
+    softmax_output = recipe.output == "softmax"
+    if recipe.task == "tabular":
+        model = TabularMLP(recipe.hidden, recipe.dropout, softmax_output)
+    else:
+        model = SequenceClassifier(recipe.hidden, recipe.mask_padding, recipe.mask_inverted,
+                                   softmax_output)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() >= 2:
+                p.mul_(recipe.init_scale)
+        if recipe.task == "tabular":
+            model.fc1.weight.mul_(recipe.sigmoid_gain)
+            model.fc2.bias.fill_(recipe.relu_bias) if recipe.relu_bias else None
+    return model

@@ -1,0 +1,401 @@
+"""`Monitor`: the one telemetry recorder, for the lab's loop and for yours.
+
+It needs nothing from the training loop beyond `record(loss)` after each optimizer
+step.  Everything else comes from hooks it adds, and removes on `close()`:
+
+* an optimizer *step pre-hook* copies the weights and the gradients exactly as the
+  optimizer is about to use them: after a GradScaler unscaled them, after clipping,
+  accumulated when `zero_grad` was forgotten, and before a loop that zeroes them right
+  after `step()` can erase them;
+* a forward pre-hook on the model sees the input batch;
+* forward hooks on every Sigmoid / Tanh / ReLU module see its output.
+
+Only forward passes that build a graph are observed, so an evaluation under
+`torch.no_grad()` between steps does not overwrite the training batch's statistics.
+
+`record` only keeps cheap copies; the statistics of up to `CHUNK_STEPS` steps are then
+computed together (see `probes`), which keeps the overhead low on tiny models.
+Reading `history` computes whatever is pending, so it is always complete.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import nn
+
+from . import probes
+
+# full: every column every step.  economy: the global columns on every
+# ECONOMY_INTERVAL-th step (the loss on every step) and no forward hooks, for long runs.
+PRESETS = ("full", "economy")
+ECONOMY_INTERVAL = 10
+CHUNK_STEPS = 32  # steps whose statistics are computed together
+CHUNK_BYTES = 64 * 2**20  # ...unless their pending copies would exceed this
+_ACTIVATIONS = {nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.ReLU: "relu"}
+GLOBAL_COLUMNS = ("step", "loss", "grad_norm", "weight_norm", "update_norm", "update_ratio",
+                  "grad_cosine", "nonfinite", "zero_grad_frac")
+INPUT_COLUMNS = ("input_absmax", "input_std_ratio", "input_nonfinite")
+_NAN = float("nan")
+
+
+@dataclass(slots=True)
+class _Step:
+    """What one `record` call keeps until its chunk is computed."""
+
+    loss: float
+    slot: int | None  # its row in the copy buffers; None when economy skips the step
+    inputs: torch.Tensor | None
+    outputs: dict[str, torch.Tensor]
+    extra: dict[str, float]
+    shapes: tuple | None  # steps stack together only if their forward tensors match
+
+
+class _ChainBuffers:
+    """Full preset: every step observed, copies chained to save one copy per step.
+
+    Row i of `weights` holds the weights just before step i, so row i + 1 doubles as
+    "after step i" (anything that changes the weights between two steps counts as part
+    of the update).  Row 0 of `grads` holds the last gradient of the previous chunk, so
+    each step's previous gradient is simply the row above its own.
+    """
+
+    def __init__(self, params: list[torch.Tensor], chunk: int):
+        n = sum(p.numel() for p in params)
+        self.params = params
+        self.grads = torch.full((chunk + 1, n), _NAN)
+        self.weights = torch.empty(chunk + 1, n)
+        self.grad_rows = [probes.shaped_views(r, params) for r in self.grads]
+        self.weight_rows = [probes.shaped_views(r, params) for r in self.weights]
+
+    def before_step(self, slot: int, first: bool, grads: list[torch.Tensor]) -> None:
+        if first:
+            torch._foreach_copy_(self.weight_rows[slot], self.params)
+        torch._foreach_copy_(self.grad_rows[slot + 1], grads)
+
+    def at_record(self, slot: int, stepped: bool, grads: list[torch.Tensor]) -> None:
+        if not stepped:  # no optimizer step (AMP skipped it): weights unchanged
+            self.before_step(slot, True, grads)
+
+    def columns(self, k: int, close: bool, sizes) -> torch.Tensor:
+        if close:  # the weights after the chunk's last step are the current ones
+            torch._foreach_copy_(self.weight_rows[k], self.params)
+        return probes.chained_columns(self.grads[:k + 1], self.weights[:k + 1], sizes)
+
+    def step_grads(self, slot: int) -> torch.Tensor:
+        return self.grads[slot + 1]
+
+    def carry(self, k: int, moving: int | None) -> None:
+        """After computing k rows: keep the last gradient; optionally move a slot to 0."""
+        self.grads[0] = self.grads[k]
+        if moving is not None:
+            self.grads[1], self.weights[0] = self.grads[moving + 1], self.weights[moving]
+
+
+class _SampleBuffers:
+    """Economy preset: separate copies for each observed step and the one before it."""
+
+    def __init__(self, params: list[torch.Tensor], chunk: int):
+        n = sum(p.numel() for p in params)
+        self.params = params
+        self.bufs = [torch.empty(chunk, n) for _ in range(4)]  # grads, prev, before, after
+        self.rows = [[probes.shaped_views(r, params) for r in b] for b in self.bufs]
+        self.have_prev = False
+
+    def before_step(self, slot: int, first: bool, grads: list[torch.Tensor]) -> None:
+        if first:
+            torch._foreach_copy_(self.rows[2][slot], self.params)
+        torch._foreach_copy_(self.rows[0][slot], grads)
+
+    def keep_previous(self, slot: int, grads: list[torch.Tensor]) -> None:
+        torch._foreach_copy_(self.rows[1][slot], grads)
+        self.have_prev = True
+
+    def at_record(self, slot: int, stepped: bool, grads: list[torch.Tensor]) -> None:
+        torch._foreach_copy_(self.rows[3][slot], self.params)
+        if not stepped:
+            torch._foreach_copy_(self.rows[0][slot], grads)
+            self.bufs[2][slot] = self.bufs[3][slot]
+        if not self.have_prev:
+            self.bufs[1][slot] = _NAN  # no previous step to compare with
+        self.have_prev = False
+
+    def columns(self, k: int, close: bool, sizes) -> torch.Tensor:
+        return probes.sampled_columns(*(b[:k] for b in self.bufs), sizes)
+
+    def step_grads(self, slot: int) -> torch.Tensor:
+        return self.bufs[0][slot]
+
+    def carry(self, k: int, moving: int | None) -> None:
+        if moving is not None:
+            for b in self.bufs:
+                b[0] = b[moving]
+
+
+class Monitor:
+    """Record the course's minimal observation set for any model and optimizer.
+
+    >>> mon = Monitor(model, optimizer)
+    >>> ...; optimizer.step(); mon.record(loss)
+    >>> mon.history  # one row per recorded step
+    """
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *,
+                 preset: str = "full"):
+        if preset not in PRESETS:
+            raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"optimizer must be a torch.optim.Optimizer, "
+                            f"got {type(optimizer).__name__}")
+        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        if not named:
+            raise ValueError("the model has no trainable parameters to monitor")
+        self.preset = preset
+        self._names = [n for n, _ in named]
+        self._params = [p for _, p in named]
+        numels = [p.numel() for p in self._params]
+        self._sizes = numels if preset == "full" else [sum(numels)]  # economy: one segment
+        self._activations: dict[str, str] = {}
+        self._handles = [optimizer.register_step_pre_hook(self._before_step)]
+        if preset == "full":
+            self._hook_forward(model)
+        self._columns = list(GLOBAL_COLUMNS) + self._layer_columns()
+        self._column_index = {c: i for i, c in enumerate(self._columns)}
+        self._rows: list[list[float]] = []
+        self._pending: list[_Step] = []
+        self._frame: pd.DataFrame | None = None
+        self._allocate(sum(numels))
+        self._stepped = False  # has the optimizer stepped since the last record?
+        self._count = 0  # steps recorded so far
+        self._interval = 1 if preset == "full" else ECONOMY_INTERVAL  # observe every n-th
+        self._input: torch.Tensor | None = None
+        self._outputs: dict[str, torch.Tensor] = {}
+
+    def _hook_forward(self, model: nn.Module) -> None:
+        self._handles.append(model.register_forward_pre_hook(self._see_input, with_kwargs=True))
+        for name, module in model.named_modules():
+            kind = _ACTIVATIONS.get(type(module))
+            if kind:
+                self._activations[name] = kind
+                self._handles.append(module.register_forward_hook(self._saver(name)))
+
+    def _allocate(self, n: int) -> None:
+        """Flat float32 copy buffers, one row per pending step, each filled in one call."""
+        self._chunk = max(1, min(CHUNK_STEPS, CHUNK_BYTES // (4 * 4 * n)))
+        self._filled = 0  # buffer rows used by pending steps
+        kind = _ChainBuffers if self.preset == "full" else _SampleBuffers
+        self._buffers = kind(self._params, self._chunk)
+
+    # --- hooks ----------------------------------------------------------------------
+    def _before_step(self, optimizer, args, kwargs) -> None:
+        phase = self._count % self._interval  # 0: this step is observed
+        if phase == 0:  # several steps per record: measure them together
+            with torch.no_grad():
+                self._buffers.before_step(self._filled, not self._stepped, self._current_grads())
+        elif phase == self._interval - 1:  # economy: keep g_{t-1} for step t's cosine
+            with torch.no_grad():
+                self._buffers.keep_previous(self._filled, self._current_grads())
+        self._stepped = True
+
+    def _see_input(self, module, args, kwargs) -> None:
+        if torch.is_grad_enabled():
+            tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+            self._input = tensors[0] if tensors else None
+
+    def _saver(self, name: str):
+        def save(module, args, output) -> None:
+            if torch.is_grad_enabled() and isinstance(output, torch.Tensor):
+                self._outputs[name] = output
+        return save
+
+    def _current_grads(self) -> list[torch.Tensor]:
+        return [p.grad if p.grad is not None else torch.zeros_like(p) for p in self._params]
+
+    # --- recording ------------------------------------------------------------------
+    def record(self, loss: Any, **extra: float) -> None:
+        """Record one step.  Call once per step, after `optimizer.step()`.
+
+        `loss` may be a tensor or a number; `extra` adds columns of your own
+        (e.g. `mon.record(loss, lr=scheduler.get_last_lr()[0])`).
+        """
+        loss_value = _as_float(loss)
+        slot = None
+        if self._count % self._interval == 0:
+            slot = self._filled
+            with torch.no_grad():
+                self._buffers.at_record(slot, self._stepped, self._current_grads())
+        self._stepped = False
+        inputs, self._input = self._input, None
+        outputs, self._outputs = self._outputs, {}
+        shapes = None
+        if self.preset == "full":
+            # Copy the batch: a loop may refill one input buffer in place every step.
+            inputs = inputs.detach().clone() if inputs is not None else None
+            shapes = (None if inputs is None else (inputs.shape, inputs.dtype),
+                      *((name, out.shape) for name, out in outputs.items()))
+        step = _Step(loss_value, slot, inputs, outputs, extra, shapes)
+        if self._pending and shapes != self._pending[0].shapes:
+            self._flush(moving=slot)  # computes the other pending steps; this one moves to 0
+            step.slot = 0
+        if not self._rows and not self._pending:
+            self._chunk = min(self._chunk, _chunk_length(step, sum(self._sizes)))
+        self._pending.append(step)
+        self._count += 1
+        self._filled += step.slot is not None
+        if self._filled >= self._chunk:
+            self._flush()
+
+    def _flush(self, moving: int | None = None) -> None:
+        """Compute the statistics of every pending step and append their rows.
+
+        `moving`: the buffer slot of a step that is not part of this chunk (its shapes
+        differ); it is kept and moved to slot 0."""
+        steps, self._pending = self._pending, []
+        k, self._filled = self._filled, 0
+        values = self._quantities([s for s in steps if s.slot is not None], k, moving) \
+            if k else []
+        for step in steps:
+            loss_nonfinite = 0 if math.isfinite(step.loss) else 1
+            if step.slot is None:  # economy skipped this step: only the loss was seen
+                row = [len(self._rows), step.loss, *[_NAN] * 5, loss_nonfinite, _NAN]
+            else:
+                v = values[step.slot]
+                nonfinite = loss_nonfinite
+                nonfinite += self._broken.get(step.slot, 0)  # NaN/Inf gradient entries
+                row = [len(self._rows), step.loss, *v[:5], nonfinite, v[5]]
+                if self.preset == "full":  # per-parameter columns, then forward statistics
+                    row = self._forward_row(step, row + v[6:])
+            self._rows.append(self._with_extra(row, step.extra))
+        self._frame = None
+
+    def _quantities(self, steps: list[_Step], k: int, moving: int | None):
+        """Raw per-step values (one list per observed pending step), in column order."""
+        with torch.no_grad():
+            parts = [self._buffers.columns(k, moving is None, self._sizes)]
+            if self.preset == "full":
+                parts += self._forward_quantities(steps)
+            values = torch.cat(parts, dim=1).tolist()
+            self._broken = {slot: probes.nonfinite_count(self._buffers.step_grads(slot))
+                            for slot, v in enumerate(values) if not math.isfinite(v[0])}
+            self._buffers.carry(k, moving)
+        return values
+
+    def _forward_quantities(self, steps: list[_Step]) -> list[torch.Tensor]:
+        nan = torch.full((len(steps), 3), _NAN)
+        inputs = [s.inputs for s in steps]
+        parts = [probes.input_quantities(torch.stack(inputs)) if inputs[0] is not None else nan]
+        for name, kind in self._activations.items():
+            outs = [s.outputs.get(name) for s in steps]
+            parts.append(probes.activation_quantities(kind, torch.stack(outs))
+                         if outs[0] is not None else nan)
+        return parts
+
+    def _forward_row(self, step: _Step, row: list[float]) -> list[float]:
+        """Turn the raw forward sums at the end of `row` into the forward columns."""
+        split = len(GLOBAL_COLUMNS) + 3 * len(self._names)
+        row, forward = row[:split], row[split:]
+        absmax, low, high = forward[:3]  # low, high: smallest and largest feature variance
+        x = step.inputs
+        ratio, nonfinite = (math.sqrt(high / low) if low > 0 else _NAN), 0
+        if x is None:
+            nonfinite = _NAN
+        elif x.is_floating_point() and not (math.isfinite(absmax) and math.isfinite(ratio)):
+            ratio, nonfinite = probes.std_ratio(x), probes.nonfinite_count(x)
+        row += [absmax, ratio, nonfinite]
+        for i, (name, kind) in enumerate(self._activations.items()):
+            total, total_sq, failed = forward[3 + 3 * i:6 + 3 * i]
+            out = step.outputs.get(name)
+            if out is None:
+                row += [_NAN, _NAN, _NAN]
+                continue
+            n = out.numel()
+            mean = total / n
+            std = math.sqrt(max(total_sq / n - mean * mean, 0.0))
+            row += [mean, std, failed / probes.activation_units(kind, out.shape)]
+        return row
+
+    def _with_extra(self, row: list[float], extra: dict[str, float]) -> list[float]:
+        for key, value in extra.items():
+            index = self._column_index.get(key)
+            if index is None:
+                index = self._column_index[key] = len(self._columns)
+                self._columns.append(key)
+            row.extend([_NAN] * (index + 1 - len(row)))
+            row[index] = _NAN if value is None else float(value)
+        return row
+
+    def _layer_columns(self) -> list[str]:
+        if self.preset != "full":
+            return []
+        cols = [f"{kind}/{n}" for kind in ("grad_norm", "weight_norm", "update_ratio")
+                for n in self._names]
+        cols += list(INPUT_COLUMNS)
+        for name, kind in self._activations.items():
+            last = "dead_frac" if kind == "relu" else "saturated_frac"
+            cols += [f"act_mean/{name}", f"act_std/{name}", f"{last}/{name}"]
+        return cols
+
+    # --- results and lifecycle -------------------------------------------------------
+    @property
+    def history(self) -> pd.DataFrame:
+        """One row per recorded step: the columns of the API contract plus your extras."""
+        self._flush()
+        if self._frame is None:
+            width = len(self._columns)
+            rows = [r + [_NAN] * (width - len(r)) for r in self._rows]
+            frame = pd.DataFrame(rows, columns=self._columns)
+            self._frame = frame.astype({"step": "int64"})
+        return self._frame.copy()
+
+    def close(self) -> None:
+        """Remove every hook this monitor added.  Safe to call more than once."""
+        self._flush()
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        self._input = None
+        self._outputs = {}
+
+    def __enter__(self) -> "Monitor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _chunk_length(step: _Step, n_params: int) -> int:
+    """How many steps to hold before computing: fewer when the model or batch is large."""
+    held = 4 * n_params * 4
+    held += sum(t.numel() * t.element_size() for t in (step.inputs, *step.outputs.values())
+                if t is not None)
+    return max(1, min(CHUNK_STEPS, CHUNK_BYTES // max(held, 1)))
+
+
+def _norm(parts: list[float]) -> float:
+    return math.sqrt(sum(x * x for x in parts))
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den > 0 else _NAN
+
+
+def _clip(cosine: float) -> float:
+    return max(-1.0, min(1.0, cosine)) if math.isfinite(cosine) else cosine
+
+
+def _as_float(loss: Any) -> float:
+    if isinstance(loss, torch.Tensor):
+        if loss.numel() != 1:
+            raise ValueError(f"record(loss) needs a scalar loss, got shape {tuple(loss.shape)}")
+        return float(loss.detach())
+    try:
+        return float(loss)
+    except (TypeError, ValueError):
+        raise TypeError(f"record(loss) needs a tensor or a number, got {type(loss).__name__}") \
+            from None

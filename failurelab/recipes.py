@@ -1,0 +1,170 @@
+"""Recipes: one frozen, validated description of a whole experiment.
+
+A recipe holds every switch a fault can flip, so a fault is just "the baseline with
+one field changed" and `diff` can show that field.  Nothing here touches torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+TASKS = ("tabular", "sequence")
+OPTIMIZERS = ("sgd", "adam")
+DTYPES = ("float32", "float16", "bfloat16")
+LABELS = ("aligned", "shuffled")
+OUTPUTS = ("logits", "softmax")
+LOADERS = ("batched", "per_sample")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One fully specified experiment; build it with `baseline()` and change it with `inject()`."""
+
+    task: str = "tabular"  # which synthetic task and model: "tabular" or "sequence"
+
+    # --- data -----------------------------------------------------------------------
+    n_train: int = 2000  # training samples generated from the seed
+    n_val: int = 500  # validation samples, always clean and balanced
+    normalize_inputs: bool = True  # standardise features with training mean/std (tabular)
+    labels: str = "aligned"  # "shuffled" permutes training labels: they no longer match samples
+    train_label_shift: int = 0  # training labels become (y + shift) mod classes; validation untouched
+    minority_fraction: float = 1.0  # share of classes 1 and 2 kept in training (1.0 = balanced)
+    nan_rows: int = 0  # training rows whose amount feature is missing (NaN) in the raw data
+    shuffle: bool = True  # reshuffle every epoch; the raw data are stored sorted by class
+    loader: str = "batched"  # "per_sample" preprocesses each sample in Python, then collates
+
+    # --- model ----------------------------------------------------------------------
+    hidden: int = 64  # width of the hidden layers
+    dropout: float = 0.1  # dropout probability before the output layer (tabular)
+    init_scale: float = 1.0  # multiplies every weight matrix after PyTorch's default init
+    sigmoid_gain: float = 1.0  # extra multiplier on the weights feeding the sigmoid layer
+    relu_bias: float = 0.0  # initial bias of the layer feeding the ReLU
+    output: str = "logits"  # "softmax" ends the model in softmax before cross-entropy
+    mask_padding: bool = True  # hide pad tokens from attention (sequence)
+    mask_inverted: bool = False  # mask the real tokens instead of the pads (sequence)
+
+    # --- optimisation ---------------------------------------------------------------
+    optimizer: str = "sgd"  # "sgd" (with momentum) or "adam"
+    lr: float = 0.1  # learning rate
+    momentum: float = 0.9  # SGD momentum (ignored by Adam)
+    weight_decay: float = 0.0  # L2 penalty applied by the optimizer
+    batch_size: int = 64  # samples per optimizer step
+    steps: int = 300  # optimizer steps in a run
+    zero_grad: bool = True  # clear gradients before each backward pass
+    grad_clip: float = 0.0  # clip the global gradient norm to this value (0 = off)
+
+    # --- numerics -------------------------------------------------------------------
+    dtype: str = "float32"  # autocast compute dtype: "float32" (off), "float16", "bfloat16"
+    loss_scaling: bool = False  # dynamic loss scaling with torch.amp.GradScaler
+
+    # --- evaluation -----------------------------------------------------------------
+    eval_every: int = 10  # validate every this many steps (and at the last step)
+    eval_mode: bool = True  # call model.eval() before validating
+
+    def __post_init__(self) -> None:
+        for problem in _problems(self):
+            raise ValueError(problem)
+
+    def replace(self, **changes) -> "Recipe":
+        """A validated copy with `changes` applied (an unknown field raises TypeError)."""
+        return dataclasses.replace(self, **changes)
+
+
+# The sequence task is a different problem, with its own sizes and optimizer.
+_SEQUENCE = dict(task="sequence", n_train=2000, n_val=500, hidden=32, dropout=0.0,
+                 optimizer="adam", lr=0.01, batch_size=64, steps=300)
+
+# Fields that only mean something for one task, with the value the other task must keep.
+_TASK_ONLY = {
+    "tabular": {"normalize_inputs": True, "nan_rows": 0, "sigmoid_gain": 1.0,
+                "relu_bias": 0.0, "dropout": 0.0},
+    "sequence": {"mask_padding": True, "mask_inverted": False},
+}
+
+
+def baseline(task: str = "tabular") -> Recipe:
+    """The healthy, fully seeded experiment every fault is compared with."""
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    return Recipe() if task == "tabular" else Recipe(**_SEQUENCE)
+
+
+def diff(a: Recipe, b: Recipe) -> dict[str, tuple]:
+    """Fields whose values differ, as `{field: (value_in_a, value_in_b)}`."""
+    out = {}
+    for field in dataclasses.fields(Recipe):
+        va, vb = getattr(a, field.name), getattr(b, field.name)
+        if va != vb:
+            out[field.name] = (va, vb)
+    return out
+
+
+def _choice(name: str, value, allowed) -> str | None:
+    if value not in allowed:
+        return f"{name} must be one of {allowed}, got {value!r}"
+    return None
+
+
+def _number(name, value, lo, hi, *, integer=False, lo_open=False) -> str | None:
+    kind = int if integer else (int, float)
+    ok = isinstance(value, kind) and not isinstance(value, bool)
+    if ok and not integer:
+        ok = math.isfinite(value)
+    if ok:
+        ok = (value > lo if lo_open else value >= lo) and value <= hi
+    if not ok:
+        left = "(" if lo_open else "["
+        what = "an integer" if integer else "a number"
+        return f"{name} must be {what} in {left}{lo}, {hi}], got {value!r}"
+    return None
+
+
+def _problems(r: Recipe):
+    """Yield one message per invalid field, naming the field and the allowed range."""
+    checks = [
+        _choice("task", r.task, TASKS),
+        _choice("optimizer", r.optimizer, OPTIMIZERS),
+        _choice("dtype", r.dtype, DTYPES),
+        _choice("labels", r.labels, LABELS),
+        _choice("output", r.output, OUTPUTS),
+        _choice("loader", r.loader, LOADERS),
+        _number("n_train", r.n_train, 16, 1_000_000, integer=True),
+        _number("n_val", r.n_val, 16, 1_000_000, integer=True),
+        _number("train_label_shift", r.train_label_shift, 0, 2, integer=True),
+        _number("minority_fraction", r.minority_fraction, 0.0, 1.0, lo_open=True),
+        _number("nan_rows", r.nan_rows, 0, r.n_train if isinstance(r.n_train, int) else 0,
+                integer=True),
+        _number("hidden", r.hidden, 1, 4096, integer=True),
+        _number("dropout", r.dropout, 0.0, 0.99),
+        _number("init_scale", r.init_scale, 0.0, 1e3, lo_open=True),
+        _number("sigmoid_gain", r.sigmoid_gain, 0.0, 1e3, lo_open=True),
+        _number("relu_bias", r.relu_bias, -1e3, 1e3),
+        _number("lr", r.lr, 0.0, 1e4, lo_open=True),
+        _number("momentum", r.momentum, 0.0, 0.999),
+        _number("weight_decay", r.weight_decay, 0.0, 1e3),
+        _number("batch_size", r.batch_size, 1, r.n_train if isinstance(r.n_train, int) else 1,
+                integer=True),
+        _number("steps", r.steps, 1, 1_000_000, integer=True),
+        _number("grad_clip", r.grad_clip, 0.0, 1e6),
+        _number("eval_every", r.eval_every, 1, 1_000_000, integer=True),
+    ]
+    for name in ("normalize_inputs", "shuffle", "mask_padding", "mask_inverted",
+                 "zero_grad", "loss_scaling", "eval_mode"):
+        value = getattr(r, name)
+        if not isinstance(value, bool):
+            checks.append(f"{name} must be True or False, got {value!r}")
+    yield from (c for c in checks if c)
+    if r.loss_scaling and r.dtype != "float16":
+        yield f"loss_scaling needs dtype='float16' (it guards fp16 gradients), got dtype={r.dtype!r}"
+    if r.task in TASKS:
+        yield from _task_mismatches(r)
+
+
+def _task_mismatches(r: Recipe):
+    other = "sequence" if r.task == "tabular" else "tabular"
+    for name, neutral in _TASK_ONLY[other].items():
+        if getattr(r, name) != neutral:
+            yield (f"{name} applies to the {other} task only; leave it at "
+                   f"{neutral!r} for task={r.task!r}")

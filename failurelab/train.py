@@ -1,0 +1,191 @@
+"""The one training loop.  Read it top to bottom: every fault enters at a visible line.
+
+`build` makes the parts (model, optimizer, loss, loader, validation data) and `run`
+trains them under `Monitor`, adding what only the lab's own loop can measure:
+validation metrics, per-segment timing and the sequence model's attention on padding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from . import data
+from .faults import resolve
+from .models import make_model
+from .monitor import Monitor
+from .recipes import Recipe
+from .runs import Run
+
+EXTRA_PADS = 10  # pads appended to validation sequences to test that padding is ignored
+
+
+@dataclass
+class Parts:
+    """Everything a run is made of, for the lab's loop or for yours."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    loss_fn: nn.Module
+    train_loader: torch.utils.data.DataLoader  # (X, y) batches in the recipe's order
+    val: tuple[torch.Tensor, torch.Tensor]  # (X_val, y_val), preprocessed like training
+    recipe: Recipe
+    seed: int
+
+
+def build(recipe: Recipe, seed: int = 0) -> Parts:
+    """The seeded parts of `recipe`; the caller's global RNG state is left untouched."""
+    prepared = data.prepare(recipe, seed)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = make_model(recipe)
+    if recipe.optimizer == "sgd":
+        optimizer = torch.optim.SGD(model.parameters(), lr=recipe.lr, momentum=recipe.momentum,
+                                    weight_decay=recipe.weight_decay)
+    else:
+        optimizer = torch.optim.Adam(model.parameters(), lr=recipe.lr,
+                                     weight_decay=recipe.weight_decay)
+    per_sample = recipe.loader == "per_sample"
+    if per_sample:
+        dataset = data.PerSampleData(prepared.X_train, prepared.y_train, prepared.mean,
+                                     prepared.std)
+    else:
+        X = prepared.X_train
+        if prepared.mean is not None:
+            X = (X - prepared.mean) / prepared.std  # standardise once, with training statistics
+        dataset = data.BatchedData(X, prepared.y_train)
+    loader = data.make_loader(dataset, recipe.batch_size, recipe.shuffle, seed, per_sample)
+    val = (prepared.X_val, prepared.y_val)
+    return Parts(model, optimizer, nn.CrossEntropyLoss(), loader, val, recipe, seed)
+
+
+def run(recipe_or_name: Recipe | str, *, seed: int = 0, steps: int | None = None,
+        preset: str = "full", threads: int = 1) -> Run:
+    """Train one recipe (or a fault name) and return its full history.
+
+    Never raises because training went bad: at the first non-finite loss the run stops
+    and reports it.  Uses `threads` torch threads (tiny models are fastest on one) and
+    restores the caller's thread count and RNG state afterwards.
+    """
+    recipe = resolve(recipe_or_name)
+    if steps is not None:
+        recipe = recipe.replace(steps=steps)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    started = time.perf_counter()
+    with _torch_threads(threads), torch.random.fork_rng():
+        parts = build(recipe, seed)
+        torch.manual_seed(seed)  # dropout draws from here
+        history, first_bad = _train(parts, preset)
+    return Run(recipe, seed, history, first_bad, time.perf_counter() - started)
+
+
+def _train(parts: Parts, preset: str):
+    recipe, model, optimizer, loss_fn = parts.recipe, parts.model, parts.optimizer, parts.loss_fn
+    amp_dtype = getattr(torch, recipe.dtype)
+    use_amp = recipe.dtype != "float32"
+    scaler = torch.amp.GradScaler("cpu", enabled=recipe.loss_scaling)
+    batches = _endless(parts.train_loader)
+    first_bad = None
+    with Monitor(model, optimizer, preset=preset) as mon:
+        for step in range(recipe.steps):
+            t0 = time.perf_counter()
+            X, y = next(batches)
+            t1 = time.perf_counter()
+            model.train()
+            with torch.autocast("cpu", dtype=amp_dtype, enabled=use_amp):
+                logits = model(X)  # (B, classes)
+            loss = loss_fn(logits.float(), y)
+            t2 = time.perf_counter()
+            if recipe.zero_grad:
+                optimizer.zero_grad(set_to_none=True)  # forget this and gradients accumulate
+            scaler.scale(loss).backward()  # a plain backward() when loss_scaling is off
+            t3 = time.perf_counter()
+            if recipe.grad_clip:
+                scaler.unscale_(optimizer)
+                nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
+            scaler.step(optimizer)  # skips the step if fp16 gradients overflowed
+            scaler.update()
+            t4 = time.perf_counter()
+            extra = dict(t_data=t1 - t0, t_forward=t2 - t1, t_backward=t3 - t2, t_step=t4 - t3,
+                         batch_acc=_accuracy(logits, y), label_purity=_purity(y))
+            if recipe.task == "sequence":
+                extra["pad_attention"] = pad_attention(model, X)
+            if step % recipe.eval_every == 0 or step == recipe.steps - 1:
+                extra.update(evaluate(model, parts.val, recipe))
+            mon.record(loss, **extra)
+            if not math.isfinite(loss.item()):
+                first_bad = step  # stop cleanly: nothing after a NaN loss means anything
+                break
+    return mon.history, first_bad
+
+
+def evaluate(model: nn.Module, val, recipe: Recipe) -> dict[str, float]:
+    """Validation loss and accuracy, and the two checks that loss and accuracy miss.
+
+    `val_jitter`: largest logit difference between two identical validation passes;
+    exactly 0 in eval mode, large when dropout is still active.
+    `pad_sensitivity` (sequence): mean change of the predicted probability when extra
+    pads are appended; float rounding (~1e-7) when padding is masked.
+    """
+    X, y = val
+    if recipe.eval_mode:
+        model.eval()  # forget this and dropout keeps firing during validation
+    use_amp = recipe.dtype != "float32"
+    with torch.no_grad(), torch.autocast("cpu", dtype=getattr(torch, recipe.dtype),
+                                         enabled=use_amp):
+        first = model(X).float()
+        second = model(X).float()
+        out = dict(val_loss=float(nn.functional.cross_entropy(first, y)),
+                   val_acc=_accuracy(first, y), val_min_recall=_min_recall(first, y),
+                   val_jitter=float((first - second).abs().max()))
+        if recipe.task == "sequence":
+            padded = nn.functional.pad(X, (0, EXTRA_PADS), value=data.PAD)
+            shifted = model(padded).float()
+            out["pad_sensitivity"] = float((first.softmax(-1) - shifted.softmax(-1))
+                                           .abs().amax(-1).mean())
+    model.train()
+    return out
+
+
+def pad_attention(model: nn.Module, tokens: torch.Tensor) -> float:
+    """Mean share of attention that the last batch put on pad positions."""
+    weights = model.pool.weights  # (B, T)
+    return float((weights * (tokens == data.PAD)).sum(1).mean())
+
+
+def _accuracy(logits: torch.Tensor, y: torch.Tensor) -> float:
+    return float((logits.argmax(-1) == y).float().mean())
+
+
+def _min_recall(logits: torch.Tensor, y: torch.Tensor) -> float:
+    """Recall of the worst class: near 0 when a model only predicts the majority."""
+    pred = logits.argmax(-1)
+    recalls = [float((pred[y == c] == c).float().mean()) for c in y.unique()]
+    return min(recalls)
+
+
+def _purity(y: torch.Tensor) -> float:
+    """Share of the batch taken by its most common label (1.0 = one class only)."""
+    return float(torch.bincount(y).max()) / len(y)
+
+
+def _endless(loader):
+    """Batches forever, epoch after epoch; the loader reshuffles each epoch."""
+    while True:
+        yield from loader
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int):
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -1,0 +1,233 @@
+"""Monitor: every column against a reference computed by hand, and robustness."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import failurelab as fl
+from failurelab.monitor import GLOBAL_COLUMNS, INPUT_COLUMNS
+
+
+class TwoLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(3, 4)
+        self.sig = nn.Sigmoid()
+        self.fc2 = nn.Linear(4, 5)
+        self.relu = nn.ReLU()
+
+    def forward(self, x):
+        return self.relu(self.fc2(self.sig(self.fc1(x))))
+
+
+def _flat(tensors):
+    return torch.cat([t.reshape(-1) for t in tensors]).double()
+
+
+def _reference_rows(model, batches, lr):
+    """Train step by step and compute every expected column directly."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    rows, prev = [], None
+    for x, y in batches:
+        opt.zero_grad()
+        pre = model.fc1(x)
+        sig = torch.sigmoid(pre)
+        out = torch.relu(model.fc2(sig))
+        loss = ((out - y) ** 2).mean()
+        loss.backward()
+        params = list(model.parameters())
+        g = _flat([p.grad for p in params])
+        before = _flat([p.detach() for p in params])
+        opt.step()
+        after = _flat([p.detach() for p in params])
+        std = x.double().std(0)
+        rows.append({
+            "loss": loss.item(),
+            "grad_norm": g.norm().item(),
+            "weight_norm": after.norm().item(),
+            "update_norm": (after - before).norm().item(),
+            "update_ratio": ((after - before).norm() / before.norm()).item(),
+            "grad_cosine": math.nan if prev is None else (g @ prev / (g.norm() * prev.norm())).item(),
+            "zero_grad_frac": (g == 0).double().mean().item(),
+            "grad_norm/fc2.weight": model.fc2.weight.grad.double().norm().item(),
+            "weight_norm/fc1.bias": model.fc1.bias.detach().double().norm().item(),
+            "input_absmax": x.abs().max().item(),
+            "input_std_ratio": (std.max() / std.min()).item(),
+            "act_mean/sig": sig.double().mean().item(),
+            "act_std/sig": sig.double().std(unbiased=False).item(),
+            "saturated_frac/sig": ((sig < 0.01) | (sig > 0.99)).double().mean().item(),
+            "dead_frac/relu": (out.detach().amax(0) == 0).double().mean().item(),
+        })
+        prev = g
+    return rows
+
+
+def _batches(n, sizes=None, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    sizes = sizes or [16] * n
+    scale = torch.tensor([1.0, 30.0, 0.1])
+    return [(torch.randn(b, 3, generator=gen) * scale * 3, torch.rand(b, 5, generator=gen))
+            for b in sizes]
+
+
+def _monitored_rows(model, batches, lr, preset="full"):
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    with fl.Monitor(model, opt, preset=preset) as mon:
+        for x, y in batches:
+            opt.zero_grad()
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            mon.record(loss)
+        return mon.history
+
+
+@pytest.mark.parametrize("sizes", [None, [16] * 40 + [7] + [16] * 30],
+                         ids=["equal-batches", "a-short-batch-mid-chunk"])
+def test_every_column_matches_a_hand_computed_reference(sizes):
+    torch.manual_seed(0)
+    model = TwoLayer()
+    with torch.no_grad():
+        model.fc1.weight.mul_(4)  # some saturation
+        model.fc2.bias.fill_(-0.3)  # some dead units
+    reference_model = TwoLayer()
+    reference_model.load_state_dict(model.state_dict())
+    batches = _batches(71, sizes)
+    history = _monitored_rows(model, batches, lr=0.5)
+    expected = _reference_rows(reference_model, batches, lr=0.5)
+    assert len(history) == len(expected)
+    for i, row in enumerate(expected):
+        for column, value in row.items():
+            got = history[column].iloc[i]
+            if math.isnan(value):
+                assert math.isnan(got), (i, column)
+            else:
+                assert got == pytest.approx(value, rel=2e-5, abs=1e-7), (i, column, got, value)
+    assert history["step"].tolist() == list(range(len(expected)))
+    assert (history["nonfinite"] == 0).all() and (history["input_nonfinite"] == 0).all()
+
+
+def test_a_model_it_never_saw_gets_every_column_and_keeps_no_hook():
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 8), nn.ReLU(),
+                          nn.Linear(8, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    mon = fl.Monitor(model, opt)
+    for _ in range(5):
+        x = torch.randn(10, 6)
+        opt.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        mon.record(loss.item())
+    history = mon.history
+    mon.close()
+    mon.close()  # closing twice is harmless
+    names = [n for n, _ in model.named_parameters()]
+    expected = list(GLOBAL_COLUMNS) + list(INPUT_COLUMNS) + [
+        f"{kind}/{n}" for kind in ("grad_norm", "weight_norm", "update_ratio") for n in names
+    ] + ["act_mean/1", "act_std/1", "saturated_frac/1", "act_mean/3", "act_std/3",
+         "dead_frac/3"]
+    assert set(expected) <= set(history.columns)
+    assert history[expected].iloc[1:].notna().all().all()
+    assert not opt._optimizer_step_pre_hooks
+    assert not model._forward_pre_hooks and not model[1]._forward_hooks
+    assert not model[3]._forward_hooks
+
+
+def test_forgotten_zero_grad_shows_accumulating_gradients():
+    torch.manual_seed(2)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x, y = torch.randn(32, 4), torch.randn(32, 1)
+    with fl.Monitor(model, opt) as mon:
+        for _ in range(20):
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()  # never zeroed: gradients add up
+            opt.step()
+            mon.record(loss)
+    h = mon.history
+    # Same batch, tiny steps: each gradient is nearly the previous one plus itself.
+    assert h["grad_norm"].iloc[-1] > 15 * h["grad_norm"].iloc[0]
+    assert h["grad_cosine"].iloc[1:].min() > 0.99
+
+
+def test_float16_model_nan_and_unused_parameters_are_reported_not_raised():
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)).half()
+    unused = nn.Parameter(torch.ones(3, dtype=torch.float16))
+    model.register_parameter("unused", unused)
+    frozen = model[0].bias
+    frozen.requires_grad_(False)
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    with fl.Monitor(model, opt) as mon:
+        for step in range(4):
+            x = torch.randn(8, 4).half()
+            if step == 2:
+                x[0, 0] = float("nan")
+            opt.zero_grad()
+            loss = model(x).float().pow(2).mean()
+            loss.backward()
+            opt.step()
+            mon.record(loss)
+    h = mon.history
+    assert "grad_norm/0.bias" not in h.columns  # frozen: not trainable, not monitored
+    assert (h["grad_norm/unused"].iloc[:2] == 0).all()  # no gradient reaches it
+    assert h["input_nonfinite"].tolist()[:3] == [0, 0, 1]
+    assert h["nonfinite"].iloc[2] >= 1 and math.isnan(h["loss"].iloc[2])
+    assert h["grad_norm"].iloc[:2].map(math.isfinite).all()
+
+
+def test_gradients_zeroed_right_after_step_are_still_seen():
+    torch.manual_seed(4)
+    model = nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with fl.Monitor(model, opt) as mon:
+        for _ in range(3):
+            loss = model(torch.randn(5, 3)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)  # before record: the monitor kept a copy
+            mon.record(loss)
+    h = mon.history
+    assert (h["grad_norm"] > 0).all()
+    assert h["update_norm"].tolist() == pytest.approx((0.1 * h["grad_norm"]).tolist())
+
+
+def test_economy_preset_measures_every_tenth_step_and_agrees_with_full():
+    torch.manual_seed(5)
+    batches = _batches(35)
+    model = TwoLayer()
+    twin = TwoLayer()
+    twin.load_state_dict(model.state_dict())
+    full = _monitored_rows(model, batches, lr=0.5)
+    economy = _monitored_rows(twin, batches, lr=0.5, preset="economy")
+    assert list(economy.columns) == list(GLOBAL_COLUMNS)
+    observed = economy["step"] % 10 == 0
+    assert economy.loc[~observed, "grad_norm"].isna().all()
+    assert economy["loss"].tolist() == full["loss"].tolist()
+    for column in ("grad_norm", "weight_norm", "update_ratio", "grad_cosine", "zero_grad_frac"):
+        got = economy.loc[observed, column].iloc[1:].to_numpy()
+        want = full.loc[observed, column].iloc[1:].to_numpy()
+        assert got == pytest.approx(want, rel=1e-5), column
+
+
+def test_record_takes_floats_and_extra_columns_and_rejects_nonsense():
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    mon = fl.Monitor(model, opt)
+    mon.record(1.5, lr=0.1)
+    mon.record(torch.tensor(0.5))
+    h = mon.history
+    assert h["loss"].tolist() == [1.5, 0.5]
+    assert h["lr"].iloc[0] == 0.1 and math.isnan(h["lr"].iloc[1])
+    with pytest.raises(TypeError, match="tensor or a number"):
+        mon.record("low")
+    with pytest.raises(ValueError, match="scalar"):
+        mon.record(torch.ones(3))
+    with pytest.raises(ValueError, match="preset"):
+        fl.Monitor(model, opt, preset="deluxe")
+    with pytest.raises(TypeError, match="optimizer"):
+        fl.Monitor(model, "sgd")

@@ -1,0 +1,59 @@
+"""Recipes: frozen, validated, and diffable."""
+
+import dataclasses
+
+import pytest
+
+import failurelab as fl
+
+
+def test_baselines_are_frozen_and_differ_only_where_the_tasks_do():
+    tab, seq = fl.baseline("tabular"), fl.baseline("sequence")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tab.lr = 1.0
+    assert fl.diff(tab, tab) == {}
+    assert fl.diff(tab, seq)["task"] == ("tabular", "sequence")
+    assert fl.baseline() == tab
+
+
+def test_diff_names_exactly_the_changed_fields():
+    base = fl.baseline()
+    changed = base.replace(lr=1.0, zero_grad=False)
+    assert fl.diff(base, changed) == {"lr": (0.1, 1.0), "zero_grad": (True, False)}
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("lr", -0.1, r"lr must be a number in \(0"),
+    ("lr", float("nan"), "lr must be a number"),
+    ("batch_size", 0, r"batch_size must be an integer in \[1, 2000\]"),
+    ("batch_size", 64.0, "batch_size must be an integer"),
+    ("dropout", 1.0, r"dropout must be a number in \[0.0, 0.99\]"),
+    ("optimizer", "rmsprop", r"optimizer must be one of \('sgd', 'adam'\)"),
+    ("dtype", "float8", "dtype must be one of"),
+    ("zero_grad", "yes", "zero_grad must be True or False"),
+    ("steps", 0, "steps must be an integer"),
+    ("minority_fraction", 0.0, "minority_fraction must be a number"),
+    ("train_label_shift", 3, "train_label_shift must be an integer in"),
+])
+def test_a_bad_value_names_the_field_and_the_allowed_range(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        fl.baseline().replace(**{field: value})
+
+
+def test_switches_of_the_other_task_are_refused():
+    with pytest.raises(ValueError, match="mask_padding applies to the sequence task only"):
+        fl.baseline("tabular").replace(mask_padding=False)
+    with pytest.raises(ValueError, match="normalize_inputs applies to the tabular task only"):
+        fl.baseline("sequence").replace(normalize_inputs=False)
+
+
+def test_loss_scaling_without_float16_is_refused():
+    with pytest.raises(ValueError, match="loss_scaling needs dtype='float16'"):
+        fl.baseline().replace(loss_scaling=True)
+
+
+def test_unknown_task_and_unknown_field_are_clear():
+    with pytest.raises(ValueError, match="task must be one of"):
+        fl.baseline("images")
+    with pytest.raises(TypeError, match="lerning_rate"):
+        fl.baseline().replace(lerning_rate=0.1)
