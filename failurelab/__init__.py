@@ -1,10 +1,11 @@
 """failurelab: reproducible training-failure experiments on tiny PyTorch models."""
 
-from .faults import FAULTS, Fault, inject
+from .catalogue import FAULTS
+from .faults import Fault, check, inject
 from .monitor import Monitor
 from .recipes import Recipe, baseline, diff
 from .runs import Run, read_history, save_history
 from .train import Parts, build, run
 
 __all__ = ["FAULTS", "Fault", "Monitor", "Parts", "Recipe", "Run", "baseline", "build",
-           "diff", "inject", "read_history", "run", "save_history"]
+           "check", "diff", "inject", "read_history", "run", "save_history"]

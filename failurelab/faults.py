@@ -1,4 +1,5 @@
-"""The fault catalogue: each fault is data, a pure edit of a recipe."""
+"""Faults as data: teaching text, a pure edit of a recipe, its fix, its distinguishing
+experiment and its signature.  The catalogue itself lives in `catalogue.py`."""
 
 from __future__ import annotations
 
@@ -6,43 +7,86 @@ import difflib
 from dataclasses import dataclass
 from typing import Callable
 
+import pandas as pd
+
 from .recipes import Recipe, baseline
+from .signatures import Evidence, Signature
+
+FAMILIES = ("data", "optimization", "numerics", "activation", "implementation",
+            "evaluation", "performance")
+SHAPES = ("diverging", "oscillating", "plateau", "stepwise", "degrading", "nonfinite",
+          "healthy")  # "healthy": the loss looks fine; only a dedicated measurement shows it
+PHENOMENA = {"A": "loss diverges", "B": "loss does not go down", "C": "NaN",
+             "D": "training is unbearably slow"}
+
+Edit = Callable[[Recipe], Recipe]
 
 
 @dataclass(frozen=True)
 class Fault:
-    name: str
+    """One single-factor fault of the catalogue."""
+
+    name: str  # registry key, e.g. "huge_lr"
     title: str
-    family: str
-    task: str
-    symptom: str
-    cause: str
-    experiment: str
-    fix: str
-    edit: Callable[[Recipe], Recipe]
+    family: str  # one of FAMILIES
+    task: str  # the task whose baseline it is injected into by name
+    shape: str  # the loss-curve shape it produces (one of SHAPES)
+    phenomenon: str | None  # A-D of the course's field phenomena, where one applies
+    symptom: str  # what the instruments show
+    cause: str  # the violated premise and the mechanism
+    experiment: str  # the single-factor experiment that tells it apart, and its outcome
+    fix: str  # what a practitioner changes
+    edit: Edit  # the injection: returns a changed copy of a recipe
+    repair: Edit  # the fix, applied to the faulty recipe
+    probe: Edit  # the distinguishing experiment, applied to the faulty recipe
+    signature: Signature  # what a run with this fault measurably shows
+    outcome: Signature  # what the distinguishing experiment's run measurably shows
+    why_two_fields: str = ""  # set when the injection must change two fields
+    fixed_accuracy: float = 0.9  # validation accuracy the fixed run reaches in every seed
 
     def inject(self, recipe: Recipe) -> Recipe:
         return self.edit(recipe)
 
+    def apply_fix(self, faulty: Recipe) -> Recipe:
+        """The repair a practitioner would make (not necessarily the baseline)."""
+        return self.repair(faulty)
 
-FAULTS: dict[str, Fault] = {}
+    def distinguishing(self, faulty: Recipe) -> Recipe:
+        """The single-factor experiment that tells this fault from its look-alikes."""
+        return self.probe(faulty)
+
+    def evidence(self, history: pd.DataFrame, cache: dict | None = None) -> Evidence:
+        return self.signature.evaluate(self.name, history, cache)
+
+    def __post_init__(self):
+        if self.family not in FAMILIES:
+            raise ValueError(f"{self.name}: family must be one of {FAMILIES}")
+        if self.shape not in SHAPES:
+            raise ValueError(f"{self.name}: shape must be one of {SHAPES}")
+        if self.phenomenon not in (None, *PHENOMENA):
+            raise ValueError(f"{self.name}: phenomenon must be one of {tuple(PHENOMENA)}")
 
 
 def get(name: str) -> Fault:
-    if name not in FAULTS:
-        close = difflib.get_close_matches(name, FAULTS, n=1)
+    """The fault called `name`; a KeyError lists the known ones and the closest match."""
+    from .catalogue import FAULTS
+
+    if not isinstance(name, str) or name not in FAULTS:
+        close = difflib.get_close_matches(str(name), FAULTS, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise KeyError(f"unknown fault {name!r}.{hint} Known faults: {', '.join(FAULTS)}")
     return FAULTS[name]
 
 
 def inject(recipe: Recipe, *names: str) -> Recipe:
+    """A new recipe with the named faults applied, in order (the recipe is unchanged)."""
     for name in names:
         recipe = get(name).inject(recipe)
     return recipe
 
 
-def resolve(recipe_or_name) -> Recipe:
+def resolve(recipe_or_name: Recipe | str) -> Recipe:
+    """A recipe as is, a task name's baseline, or a fault injected into its baseline."""
     if isinstance(recipe_or_name, Recipe):
         return recipe_or_name
     if isinstance(recipe_or_name, str):
@@ -51,3 +95,20 @@ def resolve(recipe_or_name) -> Recipe:
         fault = get(recipe_or_name)
         return fault.inject(baseline(fault.task))
     raise TypeError(f"expected a Recipe or a fault name, got {type(recipe_or_name).__name__}")
+
+
+def check(run_or_history, name: str) -> Evidence:
+    """Assert that a run shows the documented signature of fault `name`.
+
+    Raises AssertionError quoting every measured quantity against its threshold when it
+    does not; returns the evidence when it does.
+    """
+    fault = get(name)
+    history = getattr(run_or_history, "history", run_or_history)
+    if not isinstance(history, pd.DataFrame):
+        raise TypeError(f"check needs a Run or a history DataFrame, "
+                        f"got {type(run_or_history).__name__}")
+    evidence = fault.evidence(history)
+    if not evidence.fired:
+        raise AssertionError(f"{name}: signature not shown: {evidence.sentence}")
+    return evidence

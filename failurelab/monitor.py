@@ -7,7 +7,8 @@ step.  Everything else comes from hooks it adds, and removes on `close()`:
   optimizer is about to use them: after a GradScaler unscaled them, after clipping,
   accumulated when `zero_grad` was forgotten, and before a loop that zeroes them right
   after `step()` can erase them;
-* a forward pre-hook on the model sees the input batch;
+* a forward pre-hook on the model sees the input batch, and a hook on its output
+  tensor sees the gradient arriving there (in float16, tiny values flush to exactly 0);
 * forward hooks on every Sigmoid / Tanh / ReLU module see its output.
 
 Only forward passes that build a graph are observed, so an evaluation under
@@ -39,7 +40,8 @@ CHUNK_BYTES = 64 * 2**20  # ...unless their pending copies would exceed this
 _ACTIVATIONS = {nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.ReLU: "relu"}
 GLOBAL_COLUMNS = ("step", "loss", "grad_norm", "weight_norm", "update_norm", "update_ratio",
                   "grad_cosine", "nonfinite", "zero_grad_frac")
-INPUT_COLUMNS = ("input_absmax", "input_std_ratio", "input_nonfinite")
+INPUT_COLUMNS = ("input_absmax", "input_std_ratio", "input_nonfinite", "batch_size",
+                 "output_std", "output_grad_zero_frac", "output_grad_min")
 _NAN = float("nan")
 
 
@@ -50,6 +52,8 @@ class _Step:
     loss: float
     slot: int | None  # its row in the copy buffers; None when economy skips the step
     inputs: torch.Tensor | None
+    output: torch.Tensor | None  # the model's output (e.g. logits)
+    output_grad: torch.Tensor | None  # gradient of the loss w.r.t. that output
     outputs: dict[str, torch.Tensor]
     extra: dict[str, float]
     shapes: tuple | None  # steps stack together only if their forward tensors match
@@ -175,10 +179,13 @@ class Monitor:
         self._count = 0  # steps recorded so far
         self._interval = 1 if preset == "full" else ECONOMY_INTERVAL  # observe every n-th
         self._input: torch.Tensor | None = None
+        self._output: torch.Tensor | None = None
+        self._output_grad: torch.Tensor | None = None
         self._outputs: dict[str, torch.Tensor] = {}
 
     def _hook_forward(self, model: nn.Module) -> None:
         self._handles.append(model.register_forward_pre_hook(self._see_input, with_kwargs=True))
+        self._handles.append(model.register_forward_hook(self._see_output))
         for name, module in model.named_modules():
             kind = _ACTIVATIONS.get(type(module))
             if kind:
@@ -208,6 +215,15 @@ class Monitor:
             tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
             self._input = tensors[0] if tensors else None
 
+    def _see_output(self, module, args, output) -> None:
+        if torch.is_grad_enabled() and isinstance(output, torch.Tensor):
+            self._output = output.detach()
+            if output.requires_grad:
+                output.register_hook(self._keep_output_grad)
+
+    def _keep_output_grad(self, grad: torch.Tensor) -> None:
+        self._output_grad = grad
+
     def _saver(self, name: str):
         def save(module, args, output) -> None:
             if torch.is_grad_enabled() and isinstance(output, torch.Tensor):
@@ -232,14 +248,17 @@ class Monitor:
                 self._buffers.at_record(slot, self._stepped, self._current_grads())
         self._stepped = False
         inputs, self._input = self._input, None
+        output, self._output = self._output, None
+        output_grad, self._output_grad = self._output_grad, None
         outputs, self._outputs = self._outputs, {}
         shapes = None
         if self.preset == "full":
             # Copy the batch: a loop may refill one input buffer in place every step.
             inputs = inputs.detach().clone() if inputs is not None else None
-            shapes = (None if inputs is None else (inputs.shape, inputs.dtype),
-                      *((name, out.shape) for name, out in outputs.items()))
-        step = _Step(loss_value, slot, inputs, outputs, extra, shapes)
+            shapes = tuple(None if t is None else (t.shape, t.dtype)
+                           for t in (inputs, output, output_grad))
+            shapes += tuple((name, out.shape) for name, out in outputs.items())
+        step = _Step(loss_value, slot, inputs, output, output_grad, outputs, extra, shapes)
         if self._pending and shapes != self._pending[0].shapes:
             self._flush(moving=slot)  # computes the other pending steps; this one moves to 0
             step.slot = 0
@@ -266,9 +285,10 @@ class Monitor:
                 row = [len(self._rows), step.loss, *[_NAN] * 5, loss_nonfinite, _NAN]
             else:
                 v = values[step.slot]
-                nonfinite = loss_nonfinite
-                nonfinite += self._broken.get(step.slot, 0)  # NaN/Inf gradient entries
-                row = [len(self._rows), step.loss, *v[:5], nonfinite, v[5]]
+                # A NaN/Inf gradient: count its broken entries and its exact zeros directly
+                # (the fast float path cannot tell NaN from 0).
+                bad, zero_share = self._broken.get(step.slot, (0, v[5]))
+                row = [len(self._rows), step.loss, *v[:5], loss_nonfinite + bad, zero_share]
                 if self.preset == "full":  # per-parameter columns, then forward statistics
                     row = self._forward_row(step, row + v[6:])
             self._rows.append(self._with_extra(row, step.extra))
@@ -281,7 +301,7 @@ class Monitor:
             if self.preset == "full":
                 parts += self._forward_quantities(steps)
             values = torch.cat(parts, dim=1).tolist()
-            self._broken = {slot: probes.nonfinite_count(self._buffers.step_grads(slot))
+            self._broken = {slot: probes.broken_entries(self._buffers.step_grads(slot))
                             for slot, v in enumerate(values) if not math.isfinite(v[0])}
             self._buffers.carry(k, moving)
         return values
@@ -290,6 +310,12 @@ class Monitor:
         nan = torch.full((len(steps), 3), _NAN)
         inputs = [s.inputs for s in steps]
         parts = [probes.input_quantities(torch.stack(inputs)) if inputs[0] is not None else nan]
+        outputs = [s.output for s in steps]
+        parts.append(probes.sums(torch.stack(outputs)) if outputs[0] is not None
+                     else nan[:, :2])
+        grads = [s.output_grad for s in steps]
+        parts.append(probes.zeros_and_floor(torch.stack(grads)) if grads[0] is not None
+                     else nan[:, :2])
         for name, kind in self._activations.items():
             outs = [s.outputs.get(name) for s in steps]
             parts.append(probes.activation_quantities(kind, torch.stack(outs))
@@ -301,23 +327,27 @@ class Monitor:
         split = len(GLOBAL_COLUMNS) + 3 * len(self._names)
         row, forward = row[:split], row[split:]
         absmax, low, high = forward[:3]  # low, high: smallest and largest feature variance
+        out_sum, out_sq, output_zero, output_min = forward[3:7]
         x = step.inputs
         ratio, nonfinite = (math.sqrt(high / low) if low > 0 else _NAN), 0
         if x is None:
             nonfinite = _NAN
         elif x.is_floating_point() and not (math.isfinite(absmax) and math.isfinite(ratio)):
             ratio, nonfinite = probes.std_ratio(x), probes.nonfinite_count(x)
-        row += [absmax, ratio, nonfinite]
+        batch = x.shape[0] if x is not None and x.dim() else _NAN
+        n_out = step.output.numel() if step.output is not None else 0
+        row += [absmax, ratio, nonfinite, batch, _std(out_sum, out_sq, n_out), output_zero,
+                output_min]
         for i, (name, kind) in enumerate(self._activations.items()):
-            total, total_sq, failed = forward[3 + 3 * i:6 + 3 * i]
+            total, total_sq, failed = forward[7 + 3 * i:10 + 3 * i]
             out = step.outputs.get(name)
             if out is None:
                 row += [_NAN, _NAN, _NAN]
                 continue
             n = out.numel()
-            mean = total / n
-            std = math.sqrt(max(total_sq / n - mean * mean, 0.0))
-            row += [mean, std, failed / probes.activation_units(kind, out.shape)]
+            failed = failed if math.isfinite(total) else _NAN  # NaN activations: unknown
+            row += [total / n, _std(total, total_sq, n),
+                    failed / probes.activation_units(kind, out.shape)]
         return row
 
     def _with_extra(self, row: list[float], extra: dict[str, float]) -> list[float]:
@@ -372,9 +402,18 @@ class Monitor:
 def _chunk_length(step: _Step, n_params: int) -> int:
     """How many steps to hold before computing: fewer when the model or batch is large."""
     held = 4 * n_params * 4
-    held += sum(t.numel() * t.element_size() for t in (step.inputs, *step.outputs.values())
+    held += sum(t.numel() * t.element_size()
+                for t in (step.inputs, step.output, step.output_grad, *step.outputs.values())
                 if t is not None)
     return max(1, min(CHUNK_STEPS, CHUNK_BYTES // max(held, 1)))
+
+
+def _std(total: float, total_sq: float, n: int) -> float:
+    """Population std from a sum and a sum of squares."""
+    if not n:
+        return _NAN
+    mean = total / n
+    return math.sqrt(max(total_sq / n - mean * mean, 0.0))
 
 
 def _norm(parts: list[float]) -> float:

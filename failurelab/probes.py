@@ -105,6 +105,7 @@ def activation_quantities(kind: str, Y: torch.Tensor) -> torch.Tensor:
     """
     k = Y.shape[0]
     flat = Y.reshape(k, -1).to(F32)
+    total = sums(flat)
     if kind == "sigmoid":
         failed = count_positive((flat - 0.5).abs_().sub_(0.5 - SATURATION_MARGIN))
     elif kind == "tanh":
@@ -112,20 +113,42 @@ def activation_quantities(kind: str, Y: torch.Tensor) -> torch.Tensor:
     else:  # relu: a unit is alive if any sample of the batch activates it
         alive = Y.reshape(k, Y.shape[1], -1).amax(1).to(F32)
         failed = alive.shape[1] - count_positive(alive)
-    return torch.stack([flat.sum(1), flat.square().sum(1), failed], dim=1)
+    return torch.cat([total, failed.unsqueeze(1)], dim=1)
 
 
 def count_positive(t: torch.Tensor) -> torch.Tensor:
-    """(k, m) → (k,) float counts of entries > 0 (NaN if any entry is NaN).
+    """(k, m) → (k,) float counts of entries > 0.
 
-    Float arithmetic, because boolean reductions are several times slower on CPU."""
+    Float arithmetic, because boolean reductions are several times slower on CPU.
+    sign(NaN) is 0 here, so callers must treat rows with NaN separately."""
     return t.sign().clamp_(min=0).sum(1)
+
+
+def sums(T: torch.Tensor) -> torch.Tensor:
+    """(k, ...) → (k, 2): sum and sum of squares of each step's tensor."""
+    flat = T.reshape(T.shape[0], -1).to(F32)
+    return torch.stack([flat.sum(1), flat.square().sum(1)], dim=1)
+
+
+def zeros_and_floor(T: torch.Tensor) -> torch.Tensor:
+    """(k, ...) → (k, 2): share of exactly-zero entries, and the smallest non-zero
+    magnitude, of each step's tensor.  A float16 gradient has nothing between 0 and
+    6e-8: everything smaller was flushed to zero."""
+    flat = T.reshape(T.shape[0], -1).to(F32).abs()
+    nonzero = flat.sign()
+    floor = torch.where(nonzero > 0, flat, torch.inf).amin(1)
+    return torch.stack([1 - nonzero.mean(1), floor], dim=1)
 
 
 def activation_units(kind: str, shape: torch.Size) -> int:
     """What `activation_quantities`' failure count is out of, for one step's output."""
     per_sample = shape[1:].numel()
     return per_sample if kind == "relu" else shape[0] * per_sample
+
+
+def broken_entries(t: torch.Tensor) -> tuple[int, float]:
+    """(NaN/Inf entries, share of exact zeros) of one tensor, counted exactly."""
+    return nonfinite_count(t), float((t == 0).float().mean())
 
 
 def nonfinite_count(t: torch.Tensor) -> int:

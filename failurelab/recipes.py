@@ -32,7 +32,9 @@ class Recipe:
     train_label_shift: int = 0  # training labels become (y + shift) mod classes; validation untouched
     minority_fraction: float = 1.0  # share of classes 1 and 2 kept in training (1.0 = balanced)
     nan_rows: int = 0  # training rows whose amount feature is missing (NaN) in the raw data
+    impute_missing: bool = False  # fill missing values with the training median first
     shuffle: bool = True  # reshuffle every epoch; the raw data are stored sorted by class
+    balanced_sampling: bool = False  # draw every class equally often (oversample rare ones)
     loader: str = "batched"  # "per_sample" preprocesses each sample in Python, then collates
 
     # --- model ----------------------------------------------------------------------
@@ -78,8 +80,8 @@ _SEQUENCE = dict(task="sequence", n_train=2000, n_val=500, hidden=32, dropout=0.
 
 # Fields that only mean something for one task, with the value the other task must keep.
 _TASK_ONLY = {
-    "tabular": {"normalize_inputs": True, "nan_rows": 0, "sigmoid_gain": 1.0,
-                "relu_bias": 0.0, "dropout": 0.0},
+    "tabular": {"normalize_inputs": True, "nan_rows": 0, "impute_missing": False,
+                "sigmoid_gain": 1.0, "relu_bias": 0.0, "dropout": 0.0},
     "sequence": {"mask_padding": True, "mask_inverted": False},
 }
 
@@ -150,8 +152,8 @@ def _problems(r: Recipe):
         _number("grad_clip", r.grad_clip, 0.0, 1e6),
         _number("eval_every", r.eval_every, 1, 1_000_000, integer=True),
     ]
-    for name in ("normalize_inputs", "shuffle", "mask_padding", "mask_inverted",
-                 "zero_grad", "loss_scaling", "eval_mode"):
+    for name in ("normalize_inputs", "impute_missing", "shuffle", "mask_padding",
+                 "mask_inverted", "zero_grad", "balanced_sampling", "loss_scaling", "eval_mode"):
         value = getattr(r, name)
         if not isinstance(value, bool):
             checks.append(f"{name} must be True or False, got {value!r}")

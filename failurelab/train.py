@@ -59,7 +59,8 @@ def build(recipe: Recipe, seed: int = 0) -> Parts:
         if prepared.mean is not None:
             X = (X - prepared.mean) / prepared.std  # standardise once, with training statistics
         dataset = data.BatchedData(X, prepared.y_train)
-    loader = data.make_loader(dataset, recipe.batch_size, recipe.shuffle, seed, per_sample)
+    loader = data.make_loader(dataset, recipe.batch_size, recipe.shuffle, seed, per_sample,
+                              balanced=recipe.balanced_sampling)
     val = (prepared.X_val, prepared.y_val)
     return Parts(model, optimizer, nn.CrossEntropyLoss(), loader, val, recipe, seed)
 

@@ -1,0 +1,346 @@
+"""Quantities: named scalar measurements of a history, the vocabulary of signatures.
+
+Each is a plain function `history -> float` that returns NaN when the columns it needs
+are missing (a plain `Monitor` history has no validation or timing columns), so a
+signature that depends on it simply cannot fire.  Windows are fractions of the run,
+not fixed step counts, so the same quantity means the same thing on a 50-step loop
+and a 5000-step one.  Per-module columns (`saturated_frac/<module>`, ...) are
+aggregated over every module that has them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+NAN = math.nan
+EARLY = 0.05  # the first 5% of the steps (at least MIN_WINDOW) is "the start"
+LATE = 0.2  # the last 20% of the steps is "the end"
+MIN_WINDOW = 5
+
+
+def _finite(s: pd.Series) -> pd.Series:
+    return s[np.isfinite(s.to_numpy(dtype=float))]
+
+
+def _window(n: int, share: float) -> int:
+    return max(MIN_WINDOW, int(round(share * n)))
+
+
+def _head(s: pd.Series, share: float = EARLY) -> pd.Series:
+    return s.iloc[:_window(len(s), share)]
+
+
+def _tail(s: pd.Series, share: float = LATE) -> pd.Series:
+    return s.iloc[-_window(len(s), share):]
+
+
+def _column(h: pd.DataFrame, name: str) -> pd.Series | None:
+    return h[name] if name in h.columns and h[name].notna().any() else None
+
+
+def _modules(h: pd.DataFrame, prefix: str) -> list[pd.Series]:
+    return [h[c] for c in h.columns if c.startswith(prefix + "/") and h[c].notna().any()]
+
+
+def _median(s: pd.Series | None) -> float:
+    if s is None:
+        return NAN
+    s = _finite(s)
+    return float(s.median()) if len(s) else NAN
+
+
+def _losses(h: pd.DataFrame) -> pd.Series:
+    return _finite(h["loss"]) if "loss" in h else pd.Series(dtype=float)
+
+
+# --- the loss curve -------------------------------------------------------------------
+
+def loss_start(h):
+    """The first finite training loss: the initialised model, before any update."""
+    s = _losses(h)
+    return float(s.iloc[0]) if len(s) else NAN
+
+
+def loss_end(h):
+    """Mean training loss over the last 20% of the finite steps."""
+    s = _losses(h)
+    return float(_tail(s).mean()) if len(s) else NAN
+
+
+def loss_peak_ratio(h):
+    """Highest 5-step mean of the loss over the initial loss: > 1 means it rose."""
+    s = _losses(h)
+    if len(s) < MIN_WINDOW:
+        return NAN
+    return float(s.rolling(MIN_WINDOW).mean().max() / loss_start(h))
+
+
+def loss_progress(h):
+    """Share of the initial loss that training removed by the end (1 = all of it)."""
+    start, end = loss_start(h), loss_end(h)
+    return 1 - end / start if start > 0 else NAN
+
+
+def loss_end_spread(h):
+    """Relative spread (std / mean) of the loss over the last 20%: the course's
+    plateau test is a spread below 1%; large values mean swings."""
+    tail = _tail(_losses(h))
+    return float(tail.std() / tail.mean()) if len(tail) > 1 and tail.mean() > 0 else NAN
+
+
+def nonfinite_losses(h):
+    """How many recorded losses are NaN or Inf (fl.run stops at the first)."""
+    if "loss" not in h:
+        return NAN
+    return float((~np.isfinite(h["loss"].to_numpy(dtype=float))).sum())
+
+
+def loss_swing(h):
+    """Spread of the smoothed loss over the second half: (90th - 10th percentile of a
+    9-step moving average) over max(its median, the initial loss).  Minibatch noise
+    around a converged loss gives < 0.1; swings that neither settle nor blow up give
+    several tenths."""
+    s = _losses(h)
+    if len(s) < 20:
+        return NAN
+    smooth = s.rolling(9).mean().dropna()
+    half = smooth.iloc[len(smooth) // 2:]
+    scale = max(float(half.median()), loss_start(h))
+    return float(half.quantile(0.9) - half.quantile(0.1)) / scale if scale > 0 else NAN
+
+
+def first_nonfinite(h):
+    """Step of the first NaN/Inf loss, or +inf if the loss stayed finite."""
+    if "loss" not in h:
+        return NAN
+    bad = ~np.isfinite(h["loss"].to_numpy(dtype=float))
+    return float(h["step"].to_numpy()[bad.argmax()]) if bad.any() else math.inf
+
+
+# --- gradients and updates ------------------------------------------------------------
+
+def grad_cosine_end(h):
+    """Median cosine of consecutive gradients over the last 20%: ~1 when every step
+    repeats the previous direction (accumulating), ~0.3 for healthy SGD noise."""
+    return _median(_tail(h["grad_cosine"])) if "grad_cosine" in h else NAN
+
+
+def grad_growth(h):
+    """Median gradient norm over the last 20% over its median over the first 5%."""
+    if "grad_norm" not in h:
+        return NAN
+    start, end = _median(_head(h["grad_norm"])), _median(_tail(h["grad_norm"]))
+    return end / start if start > 0 else NAN
+
+
+def grad_norm_rising(h):
+    """Share of steps in the second half whose gradient norm exceeds the previous
+    step's: ~0.5 for noise around a level, ~1 when the gradient keeps piling up."""
+    if "grad_norm" not in h:
+        return NAN
+    g = _finite(h["grad_norm"].iloc[len(h) // 2:])
+    return float((g.diff().dropna() > 0).mean()) if len(g) > 2 else NAN
+
+
+def update_ratio_median(h):
+    """Median ‖Δw‖/‖w‖ per step; the usual healthy range is about 1e-4 to 1e-2."""
+    return _median(h["update_ratio"]) if "update_ratio" in h else NAN
+
+
+def update_ratio_start(h):
+    """Median update ratio of the first MIN_WINDOW steps: what the rate does to the
+    initialised model, before anything else has had time to build up."""
+    return _median(h["update_ratio"].iloc[:MIN_WINDOW]) if "update_ratio" in h else NAN
+
+
+def zero_grad_median(h):
+    """Median share of gradient entries that are exactly zero."""
+    return _median(h["zero_grad_frac"]) if "zero_grad_frac" in h else NAN
+
+
+def first_layer_grad_share(h):
+    """Median over the run of (gradient norm of the first weight matrix) / (that of the
+    last): far below 1 when gradients vanish on their way back (AUTOTRAINER's rule)."""
+    cols = [c for c in h.columns if c.startswith("grad_norm/") and c.endswith("weight")]
+    if len(cols) < 2:
+        return NAN
+    first, last = h[cols[0]], h[cols[-1]]
+    return _median(first / last.where(last > 0))
+
+
+def weight_norm_change(h):
+    """Weight norm at the end over the weight norm at the start."""
+    if "weight_norm" not in h:
+        return NAN
+    w = _finite(h["weight_norm"])
+    return float(w.iloc[-1] / w.iloc[0]) if len(w) and w.iloc[0] > 0 else NAN
+
+
+# --- activations and inputs -----------------------------------------------------------
+
+def saturation_median(h):
+    """Largest, over sigmoid/tanh modules, of the median saturated share."""
+    cols = _modules(h, "saturated_frac")
+    return max(_median(c) for c in cols) if cols else NAN
+
+
+def dead_start(h):
+    """Largest, over ReLU modules, dead share at the first step."""
+    cols = _modules(h, "dead_frac")
+    return max(float(c.iloc[0]) for c in cols) if cols else NAN
+
+
+def dead_end(h):
+    """Largest, over ReLU modules, median dead share over the last 20%."""
+    cols = _modules(h, "dead_frac")
+    return max(_median(_tail(c)) for c in cols) if cols else NAN
+
+
+def input_absmax(h):
+    """Largest absolute input value seen in any batch."""
+    col = _column(h, "input_absmax")
+    return float(_finite(col).max()) if col is not None and len(_finite(col)) else NAN
+
+
+def input_scale_spread(h):
+    """Median ratio of the largest to the smallest per-feature std in a batch."""
+    return _median(_column(h, "input_std_ratio"))
+
+
+def batch_size_median(h):
+    """Median number of samples per batch (from the input batch's first dimension)."""
+    return _median(_column(h, "batch_size"))
+
+
+def output_scale_start(h):
+    """Std of the model's outputs (logits) on the first batch: a well-scaled
+    initialisation starts near neutral predictions, std ~1 or less."""
+    col = _column(h, "output_std")
+    return float(col.iloc[0]) if col is not None else NAN
+
+
+def output_grad_zero_median(h):
+    """Median share of exactly-zero entries in the gradient arriving at the model's
+    output.  In float32 only perfectly fitted samples give exact zeros (~3%); in
+    float16 every entry below 6e-8 flushes to zero."""
+    return _median(_column(h, "output_grad_zero_frac"))
+
+
+def output_grad_floor(h):
+    """Smallest non-zero |gradient| that reached the model's output in the whole run.
+    Float16 holds nothing between 0 and 6e-8 (2^-24), so a float16 gradient never goes
+    lower; float32 gradients of well-fitted samples reach 1e-13 and below."""
+    col = _column(h, "output_grad_min")
+    return float(_finite(col).min()) if col is not None and len(_finite(col)) else NAN
+
+
+def input_nonfinite_total(h):
+    """NaN/Inf input values summed over the run."""
+    col = _column(h, "input_nonfinite")
+    return float(col.sum()) if col is not None else NAN
+
+
+# --- validation, data and timing (recorded by fl.run, or by you as extra columns) -----
+
+def _val(h, name):
+    return _finite(h[name]) if name in h and h[name].notna().any() else None
+
+
+def val_acc_best(h):
+    s = _val(h, "val_acc")
+    return float(s.max()) if s is not None and len(s) else NAN
+
+
+def val_acc_end(h):
+    s = _val(h, "val_acc")
+    return float(s.iloc[-1]) if s is not None and len(s) else NAN
+
+
+def val_min_recall_end(h):
+    """Recall of the worst class at the last evaluation: 0 when one class is never
+    predicted."""
+    s = _val(h, "val_min_recall")
+    return float(s.iloc[-1]) if s is not None and len(s) else NAN
+
+
+def val_loss_rise(h):
+    """How far (in nats) the validation loss ended above its lowest point, both
+    smoothed over 3 evaluations: single evaluations of a healthy run jump by ~0.2."""
+    s = _val(h, "val_loss")
+    if s is None or len(s) < 4:
+        return NAN
+    smooth = s.rolling(3).mean().dropna()
+    return float(smooth.iloc[-1] - smooth.min())
+
+
+def val_jitter_max(h):
+    """Largest logit difference between two identical validation passes."""
+    s = _val(h, "val_jitter")
+    return float(s.max()) if s is not None and len(s) else NAN
+
+
+def train_val_acc_gap(h):
+    """Batch accuracy over the last 20% minus the final validation accuracy."""
+    if "batch_acc" not in h:
+        return NAN
+    return float(_tail(h["batch_acc"]).mean()) - val_acc_end(h)
+
+
+def train_eval_loss_gap(h):
+    """Training loss over the last 20% minus the final validation loss: training in
+    train mode (dropout on) against evaluating without it."""
+    s = _val(h, "val_loss")
+    return loss_end(h) - float(s.iloc[-1]) if s is not None and len(s) else NAN
+
+
+def label_purity_median(h):
+    """Median share of a batch taken by its most common label (1 = one class only);
+    NaN for batches under 16 samples, whose label mix says little."""
+    sizes = _column(h, "batch_size")
+    if sizes is not None and _median(sizes) < 16:
+        return NAN
+    return _median(_column(h, "label_purity"))
+
+
+def data_time_share(h):
+    """Median share of each step spent waiting for the batch (NaN under 20 steps:
+    the first steps include one-off warm-up costs)."""
+    parts = ["t_data", "t_forward", "t_backward", "t_step"]
+    if not all(p in h for p in parts) or len(h) < 20:
+        return NAN
+    total = h[parts].sum(axis=1)
+    return _median(h["t_data"] / total.where(total > 0))
+
+
+def pad_attention_median(h):
+    """Median attention mass the model puts on pad positions."""
+    return _median(_column(h, "pad_attention"))
+
+
+def pad_sensitivity_max(h):
+    """Largest mean change of the predicted probability when pads are appended."""
+    s = _val(h, "pad_sensitivity")
+    return float(s.max()) if s is not None and len(s) else NAN
+
+
+QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
+    f.__name__: f for f in (
+        loss_start, loss_end, loss_peak_ratio, loss_progress, loss_end_spread,
+        nonfinite_losses, first_nonfinite, loss_swing, grad_cosine_end, grad_growth, grad_norm_rising, update_ratio_median,
+        update_ratio_start, zero_grad_median, first_layer_grad_share, weight_norm_change,
+        saturation_median, dead_start, dead_end, input_absmax, input_scale_spread,
+        batch_size_median, output_scale_start, output_grad_zero_median, output_grad_floor,
+        input_nonfinite_total, val_acc_best, val_acc_end, val_min_recall_end, val_loss_rise,
+        val_jitter_max, train_val_acc_gap, train_eval_loss_gap, label_purity_median,
+        data_time_share, pad_attention_median, pad_sensitivity_max,
+    )
+}
+
+
+def measure(history: pd.DataFrame, names=None) -> dict[str, float]:
+    """Every named quantity (or those in `names`) of one history."""
+    return {n: QUANTITIES[n](history) for n in (names or QUANTITIES)}

@@ -1,0 +1,107 @@
+"""The fault catalogue: every signature reproduces, no signature fires on a healthy run,
+every fix heals and every distinguishing experiment gives its documented outcome.
+
+Default run: seeds 0-4.  `pytest -m slow` adds seeds 5-9."""
+
+import pytest
+
+import failurelab as fl
+from failurelab.faults import FAMILIES, PHENOMENA, SHAPES
+from runs_cache import cached_run
+
+FAULT_NAMES = list(fl.FAULTS)
+SEEDS = [0, 1, 2, 3, 4]
+SLOW_SEEDS = [5, 6, 7, 8, 9]
+fast_and_slow = [pytest.param(s) for s in SEEDS] + [
+    pytest.param(s, marks=pytest.mark.slow) for s in SLOW_SEEDS]
+
+
+def faulty(name):
+    fault = fl.FAULTS[name]
+    return fault, fault.inject(fl.baseline(fault.task))
+
+
+def test_the_registry_names_and_order_are_pinned():
+    assert FAULT_NAMES == [
+        "no_zero_grad", "huge_lr", "saturated_sigmoid", "shuffled_labels", "no_input_norm",
+        "fp16_no_scaling", "bad_padding_mask", "lr_too_small", "class_imbalance",
+        "nan_in_data", "dead_relu", "bad_init", "wrong_loss", "dropout_too_strong",
+        "eval_mode_forgotten", "no_shuffle", "label_offset", "fp16_overflow", "overfitting",
+        "slow_data", "weight_decay_too_large", "batch_too_small", "inverted_padding_mask",
+    ]
+
+
+@pytest.mark.parametrize("name", FAULT_NAMES)
+def test_a_fault_changes_one_field_or_says_why_it_changes_two(name):
+    fault, recipe = faulty(name)
+    changed = fl.diff(fl.baseline(fault.task), recipe)
+    assert 1 <= len(changed) <= 2
+    assert len(changed) == 1 or len(fault.why_two_fields) > 20
+
+
+@pytest.mark.parametrize("name", FAULT_NAMES)
+def test_a_fault_carries_its_teaching_text(name):
+    fault = fl.FAULTS[name]
+    assert fault.family in FAMILIES and fault.shape in SHAPES
+    assert fault.phenomenon is None or fault.phenomenon in PHENOMENA
+    for text in (fault.title, fault.symptom, fault.cause, fault.experiment, fault.fix):
+        assert text and text[0].isupper() and len(text) < 600
+
+
+@pytest.mark.parametrize("seed", fast_and_slow)
+@pytest.mark.parametrize("name", FAULT_NAMES)
+def test_the_signature_shows_in_every_seed(name, seed):
+    fault, recipe = faulty(name)
+    fl.check(cached_run(recipe, seed), name)
+
+
+@pytest.mark.parametrize("seed", fast_and_slow)
+@pytest.mark.parametrize("task", ["tabular", "sequence"])
+def test_no_signature_fires_on_a_healthy_baseline(task, seed):
+    history = cached_run(fl.baseline(task), seed).history
+    fired = [f.name for f in fl.FAULTS.values() if f.evidence(history).fired]
+    assert fired == []
+
+
+@pytest.mark.parametrize("name", FAULT_NAMES)
+def test_the_fix_heals(name):
+    fault, recipe = faulty(name)
+    fixed = fault.apply_fix(recipe)
+    for seed in SEEDS[:3]:
+        run = cached_run(fixed, seed)
+        with pytest.raises(AssertionError):
+            fl.check(run, name)
+        assert not run.diverged
+        assert run.summary["final_val_acc"] >= fault.fixed_accuracy
+        assert [f.name for f in fl.FAULTS.values() if f.evidence(run.history).fired] == []
+
+
+@pytest.mark.parametrize("name", FAULT_NAMES)
+def test_the_distinguishing_experiment_gives_its_documented_outcome(name):
+    fault, recipe = faulty(name)
+    probe = fault.distinguishing(recipe)
+    assert probe != recipe
+    for seed in SEEDS[:3]:
+        outcome = fault.outcome.evaluate(name, cached_run(probe, seed).history)
+        assert outcome.fired, outcome.sentence
+
+
+def test_inject_is_pure_and_unknown_names_suggest_the_closest():
+    base = fl.baseline()
+    assert fl.inject(base, "huge_lr") != base and base == fl.baseline()
+    with pytest.raises(KeyError, match="Did you mean 'huge_lr'") as err:
+        fl.inject(base, "huge_lrr")
+    assert "no_zero_grad" in str(err.value)
+
+
+def test_check_says_what_it_measured_when_the_signature_is_absent():
+    with pytest.raises(AssertionError, match=r"gradient cosine .* \(≥ 0.99\)"):
+        fl.check(cached_run(fl.baseline(), 0), "no_zero_grad")
+
+
+def test_the_catalogue_covers_every_shape_and_phenomenon():
+    shapes = {f.shape for f in fl.FAULTS.values()}
+    assert {"diverging", "oscillating", "plateau", "stepwise", "degrading",
+            "nonfinite"} <= shapes
+    assert set(PHENOMENA) <= {f.phenomenon for f in fl.FAULTS.values()}
+    assert len(fl.FAULTS) >= 20
