@@ -26,12 +26,13 @@ MOVING = C("update_ratio_median", True, 5e-4, "median update ratio",
            "~1e-2); 5e-4 is 20x below that and 10x above a too-small rate")
 GRADIENTS_FLOW = C("zero_grad_median", False, 0.9, "median share of zero gradients",
                    "below 90% exactly-zero gradient entries, units are not dead; the "
-                   "baseline has 20-40% from ReLUs that are off for a batch", log=False)
+                   "baseline has 20-40% from ReLUs that are off for a batch", log=False,
+                   unit=0.05)
 INPUTS_SCALED = C("input_scale_spread", False, 100, "input std spread",
                   "features within a factor of 100 of each other in spread")
 CALM = C("loss_peak_ratio", False, 1.3, "loss peak over start",
          "the loss never rose far above where it started (baseline <= 1.03)")
-FINITE = C("nonfinite_losses", False, 0, "non-finite losses", "the loss stayed finite",
+FINITE = C("nonfinite_losses", False, 0.5, "non-finite losses", "the loss stayed finite",
            log=False)
 WEIGHTS_KEPT = C("weight_norm_change", True, 0.5, "final over initial weight norm",
                  "the weights keep their size: nothing is pulling them to zero")
@@ -260,14 +261,14 @@ _register(
         repair=lambda r: r.replace(impute_missing=True),
         probe=lambda r: r.replace(impute_missing=True),
         signature=Signature((
-            C("input_nonfinite_total", True, 1, "non-finite input values",
+            C("input_nonfinite_total", True, 0.5, "non-finite input values",
               "one NaN input is enough to make its batch's loss NaN; clean data have 0",
               log=False),
-            C("nonfinite_losses", True, 1, "non-finite losses",
+            C("nonfinite_losses", True, 0.5, "non-finite losses",
               "and the loss did become NaN", log=False),
         ), "NaN arrived with the input batch - check the data for missing values"),
         outcome=Signature((
-            C("nonfinite_losses", False, 0, "non-finite losses",
+            C("nonfinite_losses", False, 0.5, "non-finite losses",
               "after imputation the loss stays finite to the end", log=False),
         ), "with the missing values imputed the loss stays finite"),
     ),
@@ -564,7 +565,8 @@ _register(
         probe=lambda r: r.replace(mask_padding=False),
         signature=Signature((
             C("pad_attention_median", True, 0.9, "median attention on pads",
-              "nearly all attention on pads: only the real tokens are masked"),
+              "nearly all attention on pads: only the real tokens are masked",
+              log=False, unit=0.05),
             C("val_acc_best", False, 0.7, "best validation accuracy",
               "no better than guessing from the sequence length (the baseline reaches "
               "0.99)", log=False, unit=0.05),
@@ -604,9 +606,9 @@ _register(
             C("output_grad_zero_median", True, 0.1, "median zero share of the logit "
               "gradient", "the baseline has 3% or less; loss scaling keeps float16 at 5% "
               "or less", log=False, unit=0.05),
-            C("output_grad_floor", True, 5.9e-8, "smallest non-zero logit gradient",
-              "float16's smallest subnormal is 6e-8: nothing smaller ever arrived, so "
-              "smaller values became the zeros (float32 runs reach 1e-13 and below)"),
+            C("output_grad_floor", True, 3e-8, "smallest non-zero logit gradient",
+              "float16's smallest subnormal is 6e-8 and anything under half of it "
+              "rounds to 0: nothing smaller ever arrived (float32 runs reach 1e-13)"),
         ), "gradients are underflowing to zero in float16 - use loss scaling"),
         outcome=Signature((
             C("output_grad_zero_median", False, 0.08, "median zero share of the logit "
@@ -641,15 +643,15 @@ _register(
         signature=Signature((
             C("input_absmax", True, 65504, "largest input value",
               "float16's largest finite number: anything above becomes inf"),
-            C("nonfinite_losses", True, 1, "non-finite losses", "the loss did become NaN",
+            C("nonfinite_losses", True, 0.5, "non-finite losses", "the loss did become NaN",
               log=False),
-            C("input_nonfinite_total", False, 0, "non-finite input values",
+            C("input_nonfinite_total", False, 0.5, "non-finite input values",
               "the data themselves are finite: the NaN was made inside the model",
               log=False),
         ), "finite inputs beyond float16's range turned into inf - standardise them or "
            "keep them in float32"),
         outcome=Signature((
-            C("nonfinite_losses", False, 0, "non-finite losses",
+            C("nonfinite_losses", False, 0.5, "non-finite losses",
               "bfloat16 holds 2e5 without overflow", log=False),
         ), "with float32's exponent range there is no NaN: it was an overflow"),
     ),
@@ -781,9 +783,48 @@ _register(
     ),
 )
 
+_register(
+    Fault(
+        name="exploding_gradients",
+        title="Deep residual stack (24 blocks, no normalisation) at a shallow model's rate",
+        family="optimization", task="tabular", shape="diverging", phenomenon="C",
+        symptom="The loss wobbles, then climbs by orders of magnitude within a few "
+                "steps and turns NaN; gradient norms start several times above the "
+                "baseline's and blow up in the last blocks and the head first.",
+        cause="Each residual block adds its output to the running activation with "
+              "nothing to rescale it, so 24 of them multiply the size of activations "
+              "and gradients. A rate tuned for the 3-layer model now makes steps that "
+              "enlarge the next gradient, which enlarges the next step: a feedback loop "
+              "that ends in overflow.",
+        experiment="Clip the gradient norm at 10: the NaN disappears, but the loss "
+                   "still explodes (to 1e11 and beyond) and nothing is learned. Clipping "
+                   "treats the symptom; the cause is depth x rate.",
+        fix="Lower the rate for the deeper model (here 5x), or add normalisation / "
+            "scaled residual branches; use clipping only as a guard rail.",
+        edit=lambda r: r.replace(depth=24),
+        repair=_lr(0.2),
+        probe=lambda r: r.replace(grad_clip=10.0),
+        signature=Signature((
+            C("nonfinite_losses", True, 0.5, "non-finite losses",
+              "the loss overflowed", log=False),
+            C("loss_peak_ratio", True, 3, "loss peak over start",
+              "after rising to several times its start: the NaN ended a climb"),
+            C("input_nonfinite_total", False, 0.5, "non-finite input values",
+              "the data are finite: the overflow was made by training", log=False),
+        ), "the loss climbed and overflowed - exploding updates; lower the rate or "
+           "normalise, and treat clipping as a guard rail"),
+        outcome=Signature((
+            FINITE,
+            C("loss_peak_ratio", True, 100, "loss peak over start",
+              "clipped, the loss still explodes by orders of magnitude"),
+        ), "clipping removes the NaN, not the explosion"),
+    ),
+)
+
 ORDER = ("no_zero_grad", "huge_lr", "saturated_sigmoid", "shuffled_labels", "no_input_norm",
          "fp16_no_scaling", "bad_padding_mask", "lr_too_small", "class_imbalance",
          "nan_in_data", "dead_relu", "bad_init", "wrong_loss", "dropout_too_strong",
          "eval_mode_forgotten", "no_shuffle", "label_offset", "fp16_overflow", "overfitting",
-         "slow_data", "weight_decay_too_large", "batch_too_small", "inverted_padding_mask")
+         "slow_data", "weight_decay_too_large", "batch_too_small", "exploding_gradients",
+         "inverted_padding_mask")
 FAULTS = {name: FAULTS[name] for name in ORDER}  # teaching order: the seven required first

@@ -11,23 +11,42 @@ from torch import nn
 from .data import N_CLASSES, N_FEATURES, PAD, SEQ_CLASSES, VOCAB
 
 
-class TabularMLP(nn.Module):
-    """16 → sigmoid → ReLU → dropout → 3: somewhere to saturate, to die and to drop."""
+class Residual(nn.Module):
+    """h + W2 relu(W1 h): a residual block with no normalisation and default init."""
 
-    def __init__(self, hidden: int, dropout: float, softmax_output: bool):
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.l1 = nn.Linear(hidden, hidden)
+        self.relu = nn.ReLU()
+        self.l2 = nn.Linear(hidden, hidden)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return h + self.l2(self.relu(self.l1(h)))
+
+
+class TabularMLP(nn.Module):
+    """16 → sigmoid → ReLU → dropout → 3: somewhere to saturate, to die and to drop.
+
+    `depth` > 0 stacks that many residual blocks after the ReLU layer (none by default:
+    no module is created and no random number drawn, so the baseline is unchanged)."""
+
+    def __init__(self, hidden: int, dropout: float, softmax_output: bool, depth: int = 0):
         super().__init__()
         self.fc1 = nn.Linear(N_FEATURES, hidden)
         self.sigmoid = nn.Sigmoid()
         self.fc2 = nn.Linear(hidden, hidden)
         self.relu = nn.ReLU()
+        self.blocks = nn.Sequential(*[Residual(hidden) for _ in range(depth)]) if depth else None
         self.drop = nn.Dropout(dropout)
         self.head = nn.Linear(hidden, N_CLASSES)
         # A classifier that ends in softmax, fed to cross-entropy, applies softmax twice.
         self.softmax = nn.Softmax(dim=-1) if softmax_output else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, 16) -> (B, 3)
-        h = self.sigmoid(self.fc1(x))
-        h = self.drop(self.relu(self.fc2(h)))
+        h = self.relu(self.fc2(self.sigmoid(self.fc1(x))))
+        if self.blocks is not None:
+            h = self.blocks(h)  # (B, hidden): each block adds to h, nothing rescales it
+        h = self.drop(h)
         out = self.head(h)
         return self.softmax(out) if self.softmax is not None else out
 
@@ -78,7 +97,7 @@ def make_model(recipe) -> nn.Module:
     """Build the recipe's model with PyTorch's default init, then apply the init knobs."""
     softmax_output = recipe.output == "softmax"
     if recipe.task == "tabular":
-        model = TabularMLP(recipe.hidden, recipe.dropout, softmax_output)
+        model = TabularMLP(recipe.hidden, recipe.dropout, softmax_output, recipe.depth)
     else:
         model = SequenceClassifier(recipe.hidden, recipe.mask_padding, recipe.mask_inverted,
                                    softmax_output)
@@ -88,5 +107,6 @@ def make_model(recipe) -> nn.Module:
                 p.mul_(recipe.init_scale)
         if recipe.task == "tabular":
             model.fc1.weight.mul_(recipe.sigmoid_gain)
-            model.fc2.bias.fill_(recipe.relu_bias) if recipe.relu_bias else None
+            if recipe.relu_bias:
+                model.fc2.bias.fill_(recipe.relu_bias)
     return model

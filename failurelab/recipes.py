@@ -39,6 +39,7 @@ class Recipe:
 
     # --- model ----------------------------------------------------------------------
     hidden: int = 64  # width of the hidden layers
+    depth: int = 0  # extra residual ReLU blocks before the head, without normalisation
     dropout: float = 0.1  # dropout probability before the output layer (tabular)
     init_scale: float = 1.0  # multiplies every weight matrix after PyTorch's default init
     sigmoid_gain: float = 1.0  # extra multiplier on the weights feeding the sigmoid layer
@@ -81,7 +82,7 @@ _SEQUENCE = dict(task="sequence", n_train=2000, n_val=500, hidden=32, dropout=0.
 # Fields that only mean something for one task, with the value the other task must keep.
 _TASK_ONLY = {
     "tabular": {"normalize_inputs": True, "nan_rows": 0, "impute_missing": False,
-                "sigmoid_gain": 1.0, "relu_bias": 0.0, "dropout": 0.0},
+                "sigmoid_gain": 1.0, "relu_bias": 0.0, "dropout": 0.0, "depth": 0},
     "sequence": {"mask_padding": True, "mask_inverted": False},
 }
 
@@ -91,6 +92,21 @@ def baseline(task: str = "tabular") -> Recipe:
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
     return Recipe() if task == "tabular" else Recipe(**_SEQUENCE)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """'0-9' or '0,3,7' (or a mix: '0-4,9') -> a sorted list of distinct seeds."""
+    seeds: set[int] = set()
+    for part in str(text).replace(" ", "").split(","):
+        lo, sep, hi = part.partition("-")
+        try:
+            first, last = int(lo), int(hi) if sep else int(lo)
+        except ValueError:
+            raise ValueError(f"seeds must look like 0-9 or 0,3,7; got {text!r}") from None
+        if first < 0 or last < first:
+            raise ValueError(f"seeds must be non-negative ranges low-high; got {part!r}")
+        seeds.update(range(first, last + 1))
+    return sorted(seeds)
 
 
 def diff(a: Recipe, b: Recipe) -> dict[str, tuple]:
@@ -139,6 +155,7 @@ def _problems(r: Recipe):
         _number("nan_rows", r.nan_rows, 0, r.n_train if isinstance(r.n_train, int) else 0,
                 integer=True),
         _number("hidden", r.hidden, 1, 4096, integer=True),
+        _number("depth", r.depth, 0, 256, integer=True),
         _number("dropout", r.dropout, 0.0, 0.99),
         _number("init_scale", r.init_scale, 0.0, 1e3, lo_open=True),
         _number("sigmoid_gain", r.sigmoid_gain, 0.0, 1e3, lo_open=True),

@@ -27,7 +27,8 @@ def test_the_registry_names_and_order_are_pinned():
         "fp16_no_scaling", "bad_padding_mask", "lr_too_small", "class_imbalance",
         "nan_in_data", "dead_relu", "bad_init", "wrong_loss", "dropout_too_strong",
         "eval_mode_forgotten", "no_shuffle", "label_offset", "fp16_overflow", "overfitting",
-        "slow_data", "weight_decay_too_large", "batch_too_small", "inverted_padding_mask",
+        "slow_data", "weight_decay_too_large", "batch_too_small", "exploding_gradients",
+        "inverted_padding_mask",
     ]
 
 

@@ -1,0 +1,111 @@
+"""Sweeps: every fault's signature over many seeds, in parallel worker processes.
+
+`verify` is what `failurelab verify`, the published signature table and the catalogue
+benchmark run: each fault's run must show its signature, and each task's healthy
+baseline must show none.  Tiny models run fastest one torch thread per process, so a
+sweep uses one worker process per core.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Callable, Iterable
+
+import pandas as pd
+
+from . import catalogue
+from .faults import get
+from .recipes import baseline
+from .train import run
+
+COLUMNS = ["kind", "fault", "task", "seed", "fired", "score", "evidence", "values",
+           "wall_time"]
+
+
+def _job(kind: str, name: str, seed: int) -> list[dict]:
+    """One run; for a fault its own signature, for a baseline every signature of its task."""
+    if kind == "fault":
+        fault = get(name)
+        result = run(fault.inject(baseline(fault.task)), seed=seed)
+        checked = [fault]
+    else:
+        result = run(baseline(name), seed=seed)
+        checked = [f for f in catalogue.FAULTS.values() if f.task == name]
+    cache: dict[str, float] = {}
+    rows = []
+    for fault in checked:
+        ev = fault.evidence(result.history, cache)
+        rows.append(dict(kind=kind, fault=fault.name, task=fault.task, seed=seed,
+                         fired=ev.fired, score=ev.score, evidence=ev.sentence,
+                         values=ev.values, wall_time=result.wall_time))
+    return rows
+
+
+def _init_worker() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def verify(faults: Iterable[str] | None = None, seeds: Iterable[int] = range(10), *,
+           workers: int | None = None,
+           progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """Run every fault (default: the whole catalogue) and its task's baseline per seed.
+
+    Returns one row per fault run (`kind="fault"`: did its signature fire?) and one per
+    baseline run and signature of that task (`kind="baseline"`: it must not fire).
+    `progress(done, total)` is called as runs finish.
+    """
+    names = list(faults) if faults is not None else list(catalogue.FAULTS)
+    for name in names:
+        get(name)  # unknown names fail before any work starts
+    seeds = list(seeds)
+    tasks = sorted({get(n).task for n in names})
+    jobs = [("fault", n, s) for n in names for s in seeds]
+    jobs += [("baseline", t, s) for t in tasks for s in seeds]
+    workers = workers or min(len(jobs), os.cpu_count() or 1)
+    rows: list[dict] = []
+    if workers <= 1:
+        for i, job in enumerate(jobs):
+            rows += _job(*job)
+            if progress:
+                progress(i + 1, len(jobs))
+    else:
+        context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+        with ProcessPoolExecutor(workers, mp_context=context,
+                                 initializer=_init_worker) as pool:
+            futures = [pool.submit(_job, *job) for job in jobs]
+            for i, future in enumerate(as_completed(futures)):
+                rows += future.result()
+                if progress:
+                    progress(i + 1, len(jobs))
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    return frame.sort_values(["kind", "fault", "seed"], ignore_index=True)
+
+
+def summary(results: pd.DataFrame) -> pd.DataFrame:
+    """Per fault: seeds reproduced, baseline false alarms, weakest margin, run time."""
+    faults = results[results.kind == "fault"].groupby("fault", sort=False)
+    base = results[results.kind == "baseline"].groupby("fault")
+    table = pd.DataFrame({
+        "reproduced": faults.fired.sum().astype(int),
+        "seeds": faults.seed.count(),
+        "weakest_margin": faults.score.min(),
+        "false_alarms": base.fired.sum().astype(int),
+        "seconds": faults.wall_time.sum(),
+    })
+    order = [n for n in catalogue.FAULTS if n in table.index]
+    table = table.loc[order]
+    table["ok"] = (table.reproduced == table.seeds) & (table.false_alarms == 0)
+    return table
+
+
+def timed_verify(**kwargs) -> tuple[pd.DataFrame, float]:
+    """`verify` and its wall time in seconds."""
+    start = time.perf_counter()
+    results = verify(**kwargs)
+    return results, time.perf_counter() - start
