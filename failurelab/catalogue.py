@@ -81,6 +81,10 @@ _register(
             C("grad_growth", True, 10, "gradient norm growth",
               "a summed gradient grows with the number of terms; a fresh one changes by "
               "at most ~2x over a healthy run"),
+            C("label_purity_median", False, 0.99, "median share of the batch's main class",
+              "unless every batch holds one class: unshuffled data also make consecutive "
+              "gradients parallel (checked only when label columns exist)",
+              log=False, unit=0.05, required=False),
         ), "the gradients are accumulating - is zero_grad() called every step?"),
         outcome=Signature((
             C("grad_cosine_end", True, 0.99, "gradient cosine",
@@ -105,6 +109,7 @@ _register(
                    "not respond to the rate.",
         fix="Use a rate about 30x smaller, e.g. the one the LR range test suggests.",
         edit=_lr(30), repair=_lr(1 / 30), probe=_lr(0.1),
+        other_shapes=("oscillating",),  # some seeds keep swinging instead of settling
         signature=Signature((
             C("update_ratio_start", True, 0.1, "update ratio of the first steps",
               "a step that moves the weights by a tenth of their norm overshoots any "
@@ -201,13 +206,13 @@ _register(
         repair=lambda r: r.replace(normalize_inputs=True),
         probe=lambda r: r.replace(normalize_inputs=True),
         signature=Signature((
-            FINITE,
             C("input_scale_spread", True, 100, "input std spread",
               "per-feature spreads 100x apart leave the small-scale features invisible "
               "next to the large one; standardised inputs are within ~1.4x"),
             C("loss_progress", False, 0.5, "loss progress",
               "and training is impaired: less than half the loss removed", log=False,
               unit=0.1),
+            FINITE,
         ), "features on wildly different scales - standardise the inputs"),
         outcome=Signature((LEARNS, C("saturation_median", False, 0.05,
                                      "median saturated share",
@@ -335,26 +340,31 @@ _register(
     ),
     Fault(
         name="dropout_too_strong",
-        title="Dropout p = 0.8",
+        title="Dropout p = 0.75 on a 64-unit layer",
         family="optimization", task="tabular", shape="plateau", phenomenon="B",
-        symptom="The training loss (measured with dropout on) stays far above the "
-                "validation loss (dropout off); the model itself is decent but learns "
-                "slowly and noisily.",
-        cause="Dropping 80% of the units makes every training forward pass a different, "
-              "much smaller network; the gradient is that of a heavily damaged model, "
-              "so learning is slow and the training loss overstates the error.",
+        symptom="The training loss (measured with dropout on) stalls far above the "
+                "validation loss (dropout off): the model is better than its training "
+                "loss says, but it learns slowly and stops early.",
+        cause="Dropping three of every four units makes every training forward pass a "
+              "different, much smaller network; the gradient is that of a heavily "
+              "damaged model, so learning is slow and the training loss overstates "
+              "the error of the full model.",
         experiment="Set dropout to 0, changing nothing else: the training loss falls to "
                    "the level of the validation loss.",
         fix="Use a moderate rate (0.1-0.3 for a small MLP), or none when the model "
             "does not overfit.",
-        edit=lambda r: r.replace(dropout=0.8),
+        edit=lambda r: r.replace(dropout=0.75),
         repair=lambda r: r.replace(dropout=0.1),
         probe=lambda r: r.replace(dropout=0.0),
         signature=Signature((
-            C("train_eval_loss_gap", True, 0.15, "train minus eval loss",
-              "the model evaluated without dropout is much better than its training "
-              "loss says; healthy runs stay within 0.07", log=False, unit=0.05),
-            ACCURATE,
+            C("train_eval_loss_gap", True, 0.1, "train minus eval loss",
+              "the model evaluated without dropout is clearly better than its training "
+              "loss says; healthy runs stay within 0.05", log=False, unit=0.05),
+            CALM,
+            FINITE,
+            C("batch_size_median", True, 16, "samples per batch",
+              "a training loss averaged over fewer samples is too noisy to compare",
+              required=False),
         ), "training-mode loss far above evaluation loss - dropout is too strong"),
         outcome=Signature((
             C("train_eval_loss_gap", False, 0.1, "train minus eval loss",
@@ -609,6 +619,7 @@ _register(
             C("output_grad_floor", True, 3e-8, "smallest non-zero logit gradient",
               "float16's smallest subnormal is 6e-8 and anything under half of it "
               "rounds to 0: nothing smaller ever arrived (float32 runs reach 1e-13)"),
+            FINITE,
         ), "gradients are underflowing to zero in float16 - use loss scaling"),
         outcome=Signature((
             C("output_grad_zero_median", False, 0.08, "median zero share of the logit "
@@ -676,6 +687,7 @@ _register(
         repair=lambda r: r.replace(balanced_sampling=True, weight_decay=0.01),
         probe=lambda r: r.replace(balanced_sampling=True),
         fixed_accuracy=0.75,
+        other_shapes=("degrading",),  # in some seeds validation loss climbs as it neglects
         signature=Signature((
             C("label_purity_median", True, 0.8, "median share of the batch's main class",
               "one class fills 80% of a batch; shuffled balanced data give ~40%",
@@ -683,6 +695,7 @@ _register(
             C("val_min_recall_end", False, 0.65, "worst-class validation recall",
               "one class is mostly missed; the baseline's worst class is above 0.83",
               log=False, unit=0.05),
+            CALM,
         ), "batches are dominated by one class and another class is neglected - "
            "rebalance and check per-class recall"),
         outcome=Signature((
@@ -740,6 +753,7 @@ _register(
         edit=lambda r: r.replace(batch_size=2),
         repair=lambda r: r.replace(batch_size=64),
         probe=_lr(0.1),
+        other_shapes=("stepwise",),  # a seed whose swings reach 3x the start reads as jumps
         signature=Signature((
             C("loss_swing", True, 0.25, "swing of the smoothed loss",
               "minibatch noise around a settled loss stays under 0.11 of its scale once "

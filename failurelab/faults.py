@@ -43,6 +43,7 @@ class Fault:
     outcome: Signature  # what the distinguishing experiment's run measurably shows
     why_two_fields: str = ""  # set when the injection must change two fields
     fixed_accuracy: float = 0.9  # validation accuracy the fixed run reaches in every seed
+    other_shapes: tuple[str, ...] = ()  # shapes some seeds show instead (said honestly)
 
     def inject(self, recipe: Recipe) -> Recipe:
         return self.edit(recipe)

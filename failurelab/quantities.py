@@ -101,16 +101,41 @@ def nonfinite_losses(h):
 
 def loss_swing(h):
     """Spread of the smoothed loss over the second half: (90th - 10th percentile of a
-    9-step moving average) over max(its median, the initial loss).  Minibatch noise
-    around a converged loss gives < 0.1; swings that neither settle nor blow up give
+    3-step moving average) over max(its median, the initial loss).  Minibatch noise
+    around a converged loss gives ~0.1; swings that neither settle nor blow up give
     several tenths."""
     s = _losses(h)
     if len(s) < 20:
         return NAN
-    smooth = s.rolling(9).mean().dropna()
+    smooth = s.rolling(3).mean().dropna()
     half = smooth.iloc[len(smooth) // 2:]
     scale = max(float(half.median()), loss_start(h))
     return float(half.quantile(0.9) - half.quantile(0.1)) / scale if scale > 0 else NAN
+
+
+def loss_spikiness(h):
+    """90th percentile over median of the 5-step-smoothed loss in the second half:
+    about 1-2 for noise around a level or a slow drift, large when the loss sits low
+    and now and then jumps far up (the stepwise pattern)."""
+    s = _losses(h)
+    if len(s) < 20:
+        return NAN
+    smooth = s.rolling(5).mean().dropna()
+    half = smooth.iloc[len(smooth) // 2:]
+    median = float(half.median())
+    return float(half.quantile(0.9)) / median if median > 0 else NAN
+
+
+def loss_persistence(h):
+    """Lag-1 autocorrelation of the loss over the second half: near 0 when each batch's
+    loss is an independent draw around a level, high when high and low stretches last
+    several steps (jumps that then recover, or a steady drift)."""
+    s = _losses(h)
+    if len(s) < 20:
+        return NAN
+    half = s.iloc[len(s) // 2:].reset_index(drop=True)
+    value = half.autocorr(1)
+    return float(value) if value == value else 0.0
 
 
 def first_nonfinite(h):
@@ -147,7 +172,7 @@ def grad_norm_rising(h):
 
 
 def update_ratio_median(h):
-    """Median ‖Δw‖/‖w‖ per step; the usual healthy range is about 1e-4 to 1e-2."""
+    """Median ‖Δw‖/‖w‖ per step; the usual healthy range is about 1e-4 to 1e-1."""
     return _median(h["update_ratio"]) if "update_ratio" in h else NAN
 
 
@@ -330,7 +355,7 @@ def pad_sensitivity_max(h):
 QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
     f.__name__: f for f in (
         loss_start, loss_end, loss_peak_ratio, loss_progress, loss_end_spread,
-        nonfinite_losses, first_nonfinite, loss_swing, grad_cosine_end, grad_growth, grad_norm_rising, update_ratio_median,
+        nonfinite_losses, first_nonfinite, loss_swing, loss_spikiness, loss_persistence, grad_cosine_end, grad_growth, grad_norm_rising, update_ratio_median,
         update_ratio_start, zero_grad_median, first_layer_grad_share, weight_norm_change,
         saturation_median, dead_start, dead_end, input_absmax, input_scale_spread,
         batch_size_median, output_scale_start, output_grad_zero_median, output_grad_floor,

@@ -27,6 +27,7 @@ class Condition:
     why: str  # the physical reason for the threshold and its margin
     log: bool = True  # margins in decades (ratios, norms) rather than in units of `unit`
     unit: float = 1.0  # for linear margins: how far past the threshold counts as 1
+    required: bool = True  # False: a veto that only counts when its columns exist
 
     def __post_init__(self):
         if self.quantity not in QUANTITIES:
@@ -35,9 +36,12 @@ class Condition:
             raise ValueError(f"a log-scale threshold must be positive, got {self.threshold}")
 
     def margin(self, value: float) -> float:
-        """How far past the threshold `value` lies (>= 0: the condition holds)."""
+        """How far past the threshold `value` lies (>= 0: the condition holds).
+
+        An unmeasurable value fails a required condition and passes an optional one
+        (with an infinite margin, so it never decides the score)."""
         if value is None or math.isnan(value):
-            return -math.inf
+            return -math.inf if self.required else math.inf
         if self.log:  # a value of 0 is infinitely many decades below any threshold
             m = math.log10(value / self.threshold) if value > 0 else -math.inf
         else:
@@ -46,6 +50,8 @@ class Condition:
 
     def describe(self, value: float) -> str:
         sign = "≥" if self.above else "≤"
+        if not self.required and (value is None or math.isnan(value)):
+            return f"{self.label} not measured"
         return f"{self.label} {_fmt(value)} ({sign} {_fmt(self.threshold)})"
 
 
@@ -58,6 +64,7 @@ class Evidence:
     score: float  # the smallest margin: how clearly the weakest condition holds
     values: dict[str, float]  # the measured quantities
     sentence: str  # the measurements, in words, with the verdict when it fired
+    missing: tuple[str, ...] = ()  # required quantities that could not be measured
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,9 @@ class Signature:
         fired = score >= 0
         measured = " and ".join(c.describe(values[c.quantity]) for c in self.conditions)
         sentence = f"{measured}: {self.verdict}" if fired else measured
-        return Evidence(fault, fired, score, values, sentence)
+        missing = tuple(c.quantity for c in self.conditions
+                        if c.required and math.isnan(values[c.quantity]))
+        return Evidence(fault, fired, score, values, sentence, missing)
 
 
 def _fmt(x: float) -> str:

@@ -1,0 +1,432 @@
+"""Instruments: plots of recorded telemetry, one question per plot.
+
+Probes compute, plots draw: every function here draws columns that `Monitor` and
+`fl.run` recorded and computes nothing beyond a moving average for display and a unit
+change, so a plot can never disagree with the numbers a signature quotes.
+
+Each function takes `runs` -- a `Run`, a history DataFrame, a list of them, or a
+mapping `{"label": run_or_history}` -- and an optional matplotlib `ax`, and returns
+the ax.  In an overlay the first entry is the reference (the healthy baseline): it is
+drawn first, in grey, so that the fault is the coloured line.  A column a history
+lacks (a plain `Monitor` history has no validation or timing columns) is never an
+error: what exists is drawn and a note in the axes says what is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from .faults import get as get_fault
+from .quantities import first_nonfinite
+from .recipes import baseline as baseline_recipe
+from .recipes import diff
+from .runs import TIMING_COLUMNS
+
+HEALTHY_UPDATE_RATIO = (1e-4, 1e-1)  # outside it, steps are too timid or too violent
+FLOAT16_MAX = 65504.0  # largest finite float16: a larger input becomes inf under autocast
+NEAR_FLOAT16 = 0.1  # draw the float16 limit once inputs reach a tenth of it
+LOG_SPAN = 100.0  # a curve spanning more than two decades gets a log axis
+SPARSE = 0.5  # a column filled on under half the steps (evaluations) gets markers
+REFERENCE_COLOR = "0.55"  # the first run of an overlay, the healthy reference
+LINESTYLES = ("-", "--", ":", "-.")  # several columns of several runs: style per column
+TRAIN_COUNTERPART = {"val_loss": "loss", "val_acc": "batch_acc"}  # drawn faintly behind
+VAL_LABELS = {"val_loss": "validation loss", "val_acc": "accuracy",
+              "val_min_recall": "recall of the worst class",
+              "val_jitter": "largest logit change, two equal passes"}
+
+# The instrument that shows where each quantity (see `quantities`) comes from;
+# `instrument_for` picks the one of a fault's first signature condition.
+_SHOWS = {
+    "loss": ("loss_start", "loss_end", "loss_peak_ratio", "loss_progress", "loss_end_spread",
+             "nonfinite_losses", "first_nonfinite", "loss_swing", "loss_spikiness",
+             "loss_persistence"),
+    "gradients": ("grad_growth", "grad_norm_rising", "first_layer_grad_share"),
+    "gradient_cosine": ("grad_cosine_end",),
+    "update_ratio": ("update_ratio_median", "update_ratio_start"),
+    "zero_gradients": ("zero_grad_median",),
+    "weights": ("weight_norm_change",),
+    "activations": ("saturation_median", "dead_start", "dead_end"),
+    "inputs": ("input_absmax", "input_scale_spread", "input_nonfinite_total"),
+    "batches": ("batch_size_median", "label_purity_median"),
+    "outputs": ("output_scale_start",),
+    "output_gradient": ("output_grad_zero_median", "output_grad_floor"),
+    "accuracy": ("val_acc_best", "val_acc_end", "train_val_acc_gap"),
+    "min_recall": ("val_min_recall_end",),
+    "validation": ("val_loss_rise", "train_eval_loss_gap"),
+    "eval_jitter": ("val_jitter_max",),
+    "timing": ("data_time_share",),
+    "padding": ("pad_attention_median", "pad_sensitivity_max"),
+}
+INSTRUMENTS = {quantity: name for name, shown in _SHOWS.items() for quantity in shown}
+
+
+# --- the instruments ------------------------------------------------------------------
+
+def loss(runs, ax=None, smooth=9) -> Axes:
+    """Training loss: every step faint, a `smooth`-step moving average on top (minibatch
+    noise hides the trend otherwise); a log axis once it spans more than two decades."""
+    items, ax = _items(runs), _axes(ax)
+    notes = _plot(ax, items, ["loss"], smooth=smooth)
+    _auto_log(ax, items, "loss")
+    return _finish(ax, items, "training loss", notes)
+
+
+def gradients(runs, ax=None, per_layer=False) -> Axes:
+    """Global gradient norm on a log axis (growth and collapse are both in decades);
+    `per_layer` adds one line per parameter for a single run."""
+    items, ax = _items(runs), _axes(ax)
+    names = {"grad_norm": "total"}
+    if per_layer and len(items) == 1:
+        names |= {c: c.split("/", 1)[1] for c in items[0][1].columns
+                  if c.startswith("grad_norm/")}
+    notes = _plot(ax, items, names)
+    if per_layer and len(items) > 1:
+        notes.append("per-layer lines need a single run")
+    ax.set_yscale("log")
+    return _finish(ax, items, "gradient norm ‖g‖", notes)
+
+
+def update_ratio(runs, ax=None) -> Axes:
+    """‖Δw‖/‖w‖ per step against the healthy band: above it the rate rewrites the
+    weights each step, below it nothing moves."""
+    items, ax = _items(runs), _axes(ax)
+    lo, hi = HEALTHY_UPDATE_RATIO
+    ax.axhspan(lo, hi, color="tab:green", alpha=0.12, lw=0, label=f"healthy {lo:g}..{hi:g}")
+    notes = _plot(ax, items, ["update_ratio"])
+    ax.set_yscale("log")
+    return _finish(ax, items, "update ratio ‖Δw‖/‖w‖", notes)
+
+
+def activations(runs, ax=None) -> Axes:
+    """Share of saturated sigmoid/tanh units and of dead ReLUs, per module: units
+    that pass no gradient back."""
+    items, ax = _items(runs), _axes(ax)
+    names = list(dict.fromkeys(c for _, h in items for c in h.columns
+                               if c.startswith(("saturated_frac/", "dead_frac/"))))
+    notes = _plot(ax, items, names, what="activation columns")
+    ax.set_ylim(-0.02, 1.02)
+    return _finish(ax, items, "share saturated / dead", notes)
+
+
+def inputs(runs, ax=None) -> Axes:
+    """The batch as the model sees it: its largest |value| (float16 overflows past
+    65504) and the spread of feature scales (unnormalised inputs)."""
+    items, ax = _items(runs), _axes(ax)
+    names = {"input_absmax": "largest |input|", "input_std_ratio": "feature std max/min"}
+    notes = _plot(ax, items, names, what="input columns")
+    ax.set_yscale("log")
+    if max(_top(h, "input_absmax") for _, h in items) >= NEAR_FLOAT16 * FLOAT16_MAX:
+        ax.axhline(FLOAT16_MAX, color="tab:red", ls=":", lw=1)
+        ax.annotate(f"float16 max {FLOAT16_MAX:g}", (0.01, FLOAT16_MAX), color="tab:red",
+                    xycoords=("axes fraction", "data"), va="bottom", fontsize="small")
+    for label, h in items:
+        if "input_nonfinite" in h and (h["input_nonfinite"] > 0).any():
+            step = _steps(h)[(h["input_nonfinite"] > 0).to_numpy()][0]
+            _mark(ax, step, f"NaN/Inf input at step {step}{_of(items, label)}", top=False)
+    return _finish(ax, items, "input value", notes)
+
+
+def output_gradient(runs, ax=None) -> Axes:
+    """Share of exactly-zero gradient entries at the logits: float16 flushes every
+    value below 6e-8 to zero, and those samples send no gradient back at all."""
+    items, ax = _items(runs), _axes(ax)
+    notes = _plot(ax, items, ["output_grad_zero_frac"])
+    ax.set_ylim(-0.02, 1.02)
+    return _finish(ax, items, "share of zero logit gradients", notes)
+
+
+def validation(runs, ax=None, metric="val_loss") -> Axes:
+    """A validation metric at the evaluated steps, over the training counterpart
+    (dashed, smoothed) where there is one: the gap between them is the evidence."""
+    items, ax = _items(runs), _axes(ax)
+    train = TRAIN_COUNTERPART.get(metric)
+    for i, (label, h) in enumerate(items):
+        s = _series(h, train) if train else None
+        if s is not None:
+            ax.plot(s.index, s.rolling(9, min_periods=1).mean(), color=_color(i, items),
+                    ls="--", lw=0.8, alpha=0.7, label=f"{label}: training (smoothed)")
+    notes = _plot(ax, items, [metric], what="validation columns")
+    return _finish(ax, items, VAL_LABELS.get(metric, metric), notes)
+
+
+def accuracy(runs, ax=None) -> Axes:
+    """Validation accuracy, with the training batches' accuracy behind it: a model that
+    fits its training labels but not the validation ones learned the wrong labels."""
+    return validation(runs, ax, metric="val_acc")
+
+
+def min_recall(runs, ax=None) -> Axes:
+    """Recall of the worst class: 0 when the model never predicts a rare class."""
+    return validation(runs, ax, metric="val_min_recall")
+
+
+def eval_jitter(runs, ax=None) -> Axes:
+    """Largest logit change between two identical validation passes: exactly 0 in
+    eval mode, large when dropout still fires."""
+    return validation(runs, ax, metric="val_jitter")
+
+
+def gradient_cosine(runs, ax=None) -> Axes:
+    """Cosine of consecutive gradients: ~0.3 for healthy SGD noise, ~1 when every
+    step repeats (accumulates) the last, negative when steps bounce across a valley."""
+    items, ax = _items(runs), _axes(ax)
+    ax.axhline(0, color="0.8", lw=0.8)
+    notes = _plot(ax, items, ["grad_cosine"], smooth=9)
+    ax.set_ylim(-1.05, 1.05)
+    return _finish(ax, items, "cosine(g_t, g_t-1)", notes)
+
+
+def timing(run, ax=None) -> Axes:
+    """Where a step's time goes, in milliseconds: stacked per step for one run, stacked
+    medians side by side for several.  A thick t_data band: the model waits for data."""
+    items, ax = _items(run), _axes(ax)
+    timed = [(label, h) for label, h in items if all(c in h for c in TIMING_COLUMNS)]
+    notes = [f"no timing columns in {_whom(items, label)}" for label, h in items
+             if not all(c in h for c in TIMING_COLUMNS)]
+    if len(items) == 1 and timed:
+        h = timed[0][1].dropna(subset=list(TIMING_COLUMNS))
+        ax.stackplot(_steps(h), *(h[c] * 1e3 for c in TIMING_COLUMNS),
+                     labels=TIMING_COLUMNS, alpha=0.85)
+    elif timed:
+        bottom = np.zeros(len(timed))
+        for c in TIMING_COLUMNS:
+            ms = np.array([h[c].median() * 1e3 for _, h in timed])
+            ax.bar([label for label, _ in timed], ms, bottom=bottom, label=f"{c} (median)")
+            bottom += ms
+    xlabel = "step" if len(items) == 1 else "run"
+    return _finish(ax, items, "time per step (ms)", notes, mark=False, xlabel=xlabel)
+
+
+def padding(runs, ax=None) -> Axes:
+    """Attention mass on pad tokens per step, and how much appending pads changes the
+    prediction at evaluations: both ~0 when padding is masked (symlog: 0 stays visible)."""
+    items, ax = _items(runs), _axes(ax)
+    names = {"pad_attention": "attention on pads", "pad_sensitivity": "change with more pads"}
+    notes = _plot(ax, items, names, what="padding columns (sequence task only)")
+    ax.set_yscale("symlog", linthresh=1e-3)
+    ax.set_ylim(-2e-4, 1)  # exact zeros (a masked baseline) sit just above the frame
+    return _finish(ax, items, "share / probability change", notes)
+
+
+def column(runs, name, ax=None, log=None, ylabel=None) -> Axes:
+    """Any one column; `log=None` picks a log axis when it spans over two decades."""
+    items, ax = _items(runs), _axes(ax)
+    notes = _plot(ax, items, [name])
+    if log is None:
+        _auto_log(ax, items, name)
+    elif log:
+        ax.set_yscale("log")
+    return _finish(ax, items, ylabel or name, notes)
+
+
+def weights(runs, ax=None) -> Axes:
+    """Global weight norm: weight decay shrinks it, a huge rate inflates it."""
+    return column(runs, "weight_norm", ax, ylabel="weight norm ‖w‖")
+
+
+def outputs(runs, ax=None) -> Axes:
+    """Std of the logits: a sane initialisation starts near 1 or below."""
+    return column(runs, "output_std", ax, ylabel="logit std")
+
+
+def zero_gradients(runs, ax=None) -> Axes:
+    """Share of gradient entries that are exactly zero: dead units give no gradient."""
+    ax = column(runs, "zero_grad_frac", ax, ylabel="share of zero gradient entries")
+    ax.set_ylim(-0.02, 1.02)
+    return ax
+
+
+def batches(runs, ax=None) -> Axes:
+    """Share of each batch taken by its commonest label (1 = one class only: unshuffled
+    sorted data; high throughout: imbalance), with the batch size in the legend."""
+    labelled = {}
+    for label, h in _items(runs):
+        size = _series(h, "batch_size")
+        labelled[label if size is None else f"{label}, batch {size.median():g}"] = h
+    ax = column(labelled, "label_purity", ax, log=False, ylabel="commonest label's share")
+    ax.set_ylim(-0.02, 1.02)
+    if ax.get_legend_handles_labels()[1]:  # one run too: the legend holds its batch size
+        ax.legend(fontsize="small")
+    return ax
+
+
+# --- figures --------------------------------------------------------------------------
+
+def instrument_for(fault_name: str) -> str:
+    """The instrument that shows the fault's cause: that of its first signature condition."""
+    quantity = get_fault(fault_name).signature.conditions[0].quantity
+    if quantity not in INSTRUMENTS:
+        raise KeyError(f"{fault_name}: no instrument for quantity {quantity!r}; "
+                       f"add it to plots.INSTRUMENTS")
+    return INSTRUMENTS[quantity]
+
+
+def compare(baseline, faulty, fault=None, instrument=None) -> Figure:
+    """Baseline and faulty run side by side: the loss, and the instrument that shows
+    the cause (`instrument`: a name or a function; default: `instrument_for(fault)`)."""
+    draw = instrument or (instrument_for(fault) if fault else "gradients")
+    if isinstance(draw, str):
+        if draw not in FUNCTIONS:
+            raise KeyError(f"unknown instrument {draw!r}; known: {', '.join(FUNCTIONS)}")
+        draw = FUNCTIONS[draw]
+    title = f"{fault}: {get_fault(fault).title}" if fault else "baseline vs faulty"
+    runs = {"baseline": baseline, fault or "faulty": faulty}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
+    loss(runs, ax=left)
+    draw(runs, ax=right)
+    fig.suptitle(title)
+    return fig
+
+
+def overview(run_or_runs) -> Figure:
+    """The six main instruments in a 2x3 grid, for a first look at a run."""
+    fig, axes = plt.subplots(2, 3, figsize=(15, 7), layout="constrained")
+    for draw, ax in zip((loss, gradients, update_ratio, activations, validation, inputs),
+                        axes.flat):
+        draw(run_or_runs, ax=ax)
+        ax.set_title(draw.__name__)
+    return fig
+
+
+# --- helpers ----------------------------------------------------------------------------
+
+def _items(runs) -> list[tuple[str, pd.DataFrame]]:
+    """`runs` as [(label, history), ...]: one run, a list of runs, or {label: run}."""
+    if isinstance(runs, Mapping):
+        pairs = [(str(label), r) for label, r in runs.items()]
+    elif isinstance(runs, (list, tuple)):
+        pairs = [(_label(r, i), r) for i, r in enumerate(runs)]
+    else:
+        pairs = [(_label(runs, None), runs)]
+    out = []
+    for label, r in pairs:
+        history = getattr(r, "history", r)
+        if not isinstance(history, pd.DataFrame):
+            raise TypeError(f"expected a Run, a history DataFrame, or a list or dict of "
+                            f"them, got {type(r).__name__}")
+        out.append((label, history))
+    return out
+
+
+def _label(run, i: int | None) -> str:
+    """A Run is named by what its recipe changes in its task's baseline."""
+    recipe = getattr(run, "recipe", None)
+    if recipe is None:
+        return "history" if i is None else f"history {i}"
+    changed = diff(baseline_recipe(recipe.task), recipe)
+    what = ", ".join(f"{k}={b}" for k, (a, b) in changed.items() if k != "steps")
+    return f"{what or recipe.task + ' baseline'} (seed {run.seed})"
+
+
+def _axes(ax: Axes | None) -> Axes:
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    return ax
+
+
+def _color(i: int, items: list) -> str:
+    if len(items) == 1:
+        return "C0"
+    return REFERENCE_COLOR if i == 0 else f"C{i - 1}"
+
+
+def _steps(h: pd.DataFrame) -> np.ndarray:
+    return (h["step"] if "step" in h else h.index).to_numpy()
+
+
+def _series(h: pd.DataFrame, name: str) -> pd.Series | None:
+    """The finite values of column `name`, indexed by step; None when there are none."""
+    if name not in h:
+        return None
+    values = pd.to_numeric(h[name], errors="coerce").to_numpy(dtype=float)
+    ok = np.isfinite(values)
+    return pd.Series(values[ok], index=_steps(h)[ok]) if ok.any() else None
+
+
+def _top(h: pd.DataFrame, name: str) -> float:
+    s = _series(h, name)
+    return float(s.max()) if s is not None else -np.inf
+
+
+def _plot(ax, items, names, smooth=1, what=None) -> list[str]:
+    """Draw each column of `names` (a list, or {column: legend name}) for each history.
+
+    One run: a colour per column.  Several: a colour per run, a line style per column.
+    Returns the notes on what is missing."""
+    names = dict(zip(names, names)) if not isinstance(names, dict) else names
+    one_run = len(items) == 1
+    missing: dict[str, list[str]] = {}
+    for i, (label, h) in enumerate(items):
+        for j, (name, shown) in enumerate(names.items()):
+            s = _series(h, name)
+            if s is None:
+                missing.setdefault(label, []).append(name)
+                continue
+            color = f"C{j % 10}" if one_run and len(names) > 1 else _color(i, items)
+            style = LINESTYLES[0] if one_run else LINESTYLES[j % len(LINESTYLES)]
+            text = label if len(names) == 1 else shown if one_run else f"{label}: {shown}"
+            marker = "o" if len(s) < SPARSE * len(h) else None
+            if smooth and smooth > 1:
+                ax.plot(s.index, s, color=color, lw=0.7, alpha=0.3)
+                s = s.rolling(smooth, min_periods=1).mean()
+            ax.plot(s.index, s, color=color, ls=style, marker=marker, ms=3, lw=1.4,
+                    label=text)
+    drawn = len(items) * len(names) - sum(len(v) for v in missing.values())
+    if not drawn:
+        return [f"no {what or ' or '.join(names) or 'columns'} in {_whom(items)}"]
+    return [f"no {', '.join(v)} in {_whom(items, label)}" for label, v in missing.items()]
+
+
+def _auto_log(ax, items, name: str) -> None:
+    """A log axis when the positive values of `name` span more than LOG_SPAN."""
+    found = [s.to_numpy() for _, h in items if (s := _series(h, name)) is not None]
+    values = np.concatenate(found) if found else np.array([])
+    values = values[values > 0]
+    if values.size and values.max() > LOG_SPAN * values.min():
+        ax.set_yscale("log")
+
+
+def _whom(items, label: str | None = None) -> str:
+    return "this history" if len(items) == 1 else label or "these histories"
+
+
+def _of(items, label: str) -> str:
+    return "" if len(items) == 1 else f" ({label})"
+
+
+def _mark(ax, step, text: str, top: bool = True) -> None:
+    """A labelled vertical line at `step`: where the numbers stopped meaning anything."""
+    ax.axvline(step, color="tab:red", ls=":", lw=1.2)
+    ax.text(step, 0.97 if top else 0.03, f" {text} ", transform=ax.get_xaxis_transform(),
+            rotation=90, ha="right", va="top" if top else "bottom", fontsize="small",
+            color="tab:red")
+
+
+def _finish(ax, items, ylabel, notes, mark=True, xlabel="step") -> Axes:
+    """Labels, the first non-finite loss of each run, notes, and a legend if needed."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    for label, h in items:
+        step = first_nonfinite(h) if mark and "loss" in h and "step" in h else np.inf
+        if np.isfinite(step):
+            _mark(ax, int(step), f"NaN/Inf loss at step {int(step)}{_of(items, label)}")
+    if notes:
+        ax.text(0.5, 0.5, "\n".join(notes), transform=ax.transAxes, ha="center",
+                va="center", fontsize="small", color="0.35",
+                bbox=dict(facecolor="white", edgecolor="0.8", alpha=0.8))
+    if len(ax.get_legend_handles_labels()[1]) > 1:
+        ax.legend(fontsize="small")
+    return ax
+
+
+# Every instrument by name: what INSTRUMENTS and `compare(instrument=...)` refer to.
+FUNCTIONS = {f.__name__: f for f in (
+    loss, gradients, update_ratio, activations, inputs, output_gradient, validation,
+    accuracy, min_recall, eval_jitter, gradient_cosine, timing, padding, column, weights,
+    outputs, zero_gradients, batches)}
