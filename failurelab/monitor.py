@@ -383,6 +383,12 @@ class Monitor:
             self._frame = frame.astype({"step": "int64"})
         return self._frame.copy()
 
+    def to_csv(self, path) -> None:
+        """Save the history; `fl.read_history(path)` reads it back exactly."""
+        from .runs import save_history
+
+        save_history(self.history, path)
+
     def close(self) -> None:
         """Remove every hook this monitor added.  Safe to call more than once."""
         self._flush()
