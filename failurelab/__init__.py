@@ -1,13 +1,21 @@
 """failurelab: reproducible training-failure experiments on tiny PyTorch models."""
 
-from .catalogue import FAULTS
 from . import plots
+from .alerts import Alert, alerts
+from .catalogue import FAULTS
 from .diagnosis import Diagnosis, diagnose
 from .faults import Fault, check, inject
+from .lr_range import LRRangeResult, lr_range_test
 from .monitor import Monitor
+from .mystery import Mystery, Reveal, mystery, reveal
 from .recipes import Recipe, baseline, diff, parse_seeds
 from .runs import Run, read_history, save_history
 from .train import Parts, build, run
+from .worksheet import PredictionLocked, Worksheet, answer_key, grade
 
-__all__ = ["FAULTS", "Diagnosis", "Fault", "Monitor", "Parts", "Recipe", "Run", "baseline", "build",
-           "check", "diagnose", "diff", "inject", "parse_seeds", "plots", "read_history", "run", "save_history"]
+__all__ = [
+    "FAULTS", "Alert", "Diagnosis", "Fault", "LRRangeResult", "Monitor", "Mystery", "Parts",
+    "PredictionLocked", "Recipe", "Reveal", "Run", "Worksheet", "alerts", "answer_key",
+    "baseline", "build", "check", "diagnose", "diff", "grade", "inject", "lr_range_test",
+    "mystery", "parse_seeds", "plots", "read_history", "reveal", "run", "save_history",
+]

@@ -33,8 +33,23 @@ BORDERLINE = 0.15  # within 15% of a deciding threshold, the other side is named
 # --- cause ranking ----------------------------------------------------------------------
 LOOKALIKE_GAP = 0.5  # fired causes within this margin of the best one are look-alikes
 
+# What to try first when no signature explains an unhealthy curve (the course's order).
+NEXT_STEP = {
+    "nonfinite": "look at the batch of the first non-finite step for NaN/Inf inputs, then "
+                 "divide the learning rate by 10",
+    "diverging": "divide the learning rate by 10 (the cheapest test), then check the "
+                 "gradient norms layer by layer",
+    "oscillating": "lower the learning rate or raise the batch size, and check that the "
+                   "data are shuffled",
+    "stepwise": "inspect the batches around the jumps: their label mix, their inputs",
+    "plateau": "run the small-batch overfit test: a model that cannot memorise 64 samples "
+               "has an implementation bug; one that can needs its data or rate checked",
+    "degrading": "compare training and validation data and labels; then regularise or "
+                 "get more data",
+}
+
 SHAPE_COLUMNS = {
-    "validation": "val_loss", "batch labels": "label_purity", "timing": "t_data",
+    "gradients": "grad_norm", "validation": "val_loss", "batch labels": "label_purity", "timing": "t_data",
     "input statistics": "input_absmax", "output gradient": "output_grad_zero_frac",
     "padding": "pad_attention",
 }
@@ -52,6 +67,7 @@ class Diagnosis:
     confidence: str = "high"  # high | medium | low
     missing: list[str] = field(default_factory=list)  # instruments absent from the history
     shape_alternative: str | None = None  # the other side of a borderline shape
+    unchecked: list[str] = field(default_factory=list)  # faults this history cannot test
 
     @property
     def top(self) -> str | None:
@@ -72,6 +88,8 @@ class Diagnosis:
             lines.append(f"next experiment: {self.experiment}")
         if self.missing:
             lines.append(f"not recorded: {', '.join(self.missing)}")
+        if self.unchecked:
+            lines.append(f"not checkable without them: {', '.join(self.unchecked)}")
         lines.append(f"confidence: {self.confidence}")
         return "\n".join(lines)
 
@@ -81,19 +99,23 @@ def diagnose(history) -> Diagnosis:
     history = _history(history)
     values = measure(history)
     shape, evidence, alternative = _shape(values)
-    fired, possible = _evaluate(history, values)
+    fired, unchecked = _evaluate(history, values)
     causes = [(e.fault, e.score, e.sentence) for e in fired]
     missing = [name for name, col in SHAPE_COLUMNS.items() if col not in history.columns]
-    lookalikes = [e.fault for e in fired[1:] if fired[0].score - e.score < LOOKALIKE_GAP]
-    lookalikes += [e.fault for e in possible]
-    experiment = None
+    if fired:  # other causes whose evidence is nearly as strong
+        lookalikes = [e.fault for e in fired[1:] if fired[0].score - e.score < LOOKALIKE_GAP]
+    elif shape != "healthy":  # an unexplained failure: untestable faults that fit it
+        lookalikes = [name for name in unchecked if _shows(name, shape)]
+    else:
+        lookalikes = []
     if causes:
         experiment = catalogue.FAULTS[causes[0][0]].experiment
-    confidence = "high" if causes and not lookalikes else "medium" if causes else "low"
-    if not causes and shape == "healthy":
-        confidence = "high" if not missing else "medium"
+        confidence = "medium" if lookalikes else "high"
+    else:
+        experiment = NEXT_STEP.get(shape)
+        confidence = "low" if shape != "healthy" else "medium" if unchecked else "high"
     return Diagnosis(shape, evidence, causes, lookalikes, experiment, confidence, missing,
-                     alternative)
+                     alternative, unchecked)
 
 
 def _history(obj) -> pd.DataFrame:
@@ -112,23 +134,29 @@ def _history(obj) -> pd.DataFrame:
 
 
 def _evaluate(history: pd.DataFrame, values: dict[str, float]):
-    """Fired signatures (best first) and ones that hold where measurable but lack columns."""
-    fired, possible = [], []
+    """Fired signatures (best first), and the names of faults that lack the columns to
+    be tested but are contradicted by nothing that was measured."""
+    fired, unchecked = [], []
     for fault in catalogue.FAULTS.values():
         ev = fault.evidence(history, dict(values))
         if ev.fired:
             fired.append(ev)
         elif ev.missing and _holds_where_measured(fault, ev):
-            possible.append(ev)
+            unchecked.append(fault.name)
     fired.sort(key=lambda e: -e.score)
-    return fired, possible
+    return fired, unchecked
+
+
+def _shows(name: str, shape: str) -> bool:
+    """Does this fault produce the observed loss-curve shape?"""
+    fault = catalogue.FAULTS[name]
+    return shape in (fault.shape, *fault.other_shapes)
 
 
 def _holds_where_measured(fault, ev) -> bool:
-    """Every measurable condition holds and at least one required one was measured."""
+    """Every condition that could be measured holds."""
     measured = [c for c in fault.signature.conditions if c.quantity not in ev.missing]
-    return any(c.required for c in measured) and all(
-        c.margin(ev.values[c.quantity]) >= 0 for c in measured)
+    return all(c.margin(ev.values[c.quantity]) >= 0 for c in measured)
 
 
 def _shape(q: dict[str, float]) -> tuple[str, str, str | None]:

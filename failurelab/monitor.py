@@ -383,6 +383,12 @@ class Monitor:
             self._frame = frame.astype({"step": "int64"})
         return self._frame.copy()
 
+    def alerts(self, window: int = 20) -> list:
+        """The course's warning signs in the last `window` steps (see `fl.alerts`)."""
+        from .alerts import alerts
+
+        return alerts(self.history, window)
+
     def to_csv(self, path) -> None:
         """Save the history; `fl.read_history(path)` reads it back exactly."""
         from .runs import save_history

@@ -52,7 +52,8 @@ _SHOWS = {
     "zero_gradients": ("zero_grad_median",),
     "weights": ("weight_norm_change",),
     "activations": ("saturation_median", "dead_start", "dead_end"),
-    "inputs": ("input_absmax", "input_scale_spread", "input_nonfinite_total"),
+    "inputs": ("input_absmax", "input_scale_spread", "input_nonfinite_total",
+               "input_is_tokens"),
     "batches": ("batch_size_median", "label_purity_median"),
     "outputs": ("output_scale_start",),
     "output_gradient": ("output_grad_zero_median", "output_grad_floor"),
@@ -430,3 +431,23 @@ FUNCTIONS = {f.__name__: f for f in (
     loss, gradients, update_ratio, activations, inputs, output_gradient, validation,
     accuracy, min_recall, eval_jitter, gradient_cosine, timing, padding, column, weights,
     outputs, zero_gradients, batches)}
+
+
+def lr_range(result, ax=None) -> Axes:
+    """The LR range test: loss per rate on a log axis, the suggestion and where the
+    loss blew up marked (see `fl.lr_range_test`)."""
+    ax = _axes(ax)
+    table = result.table
+    ax.plot(table["lr"], table["loss"], color=REFERENCE_COLOR, lw=0.8, alpha=0.6,
+            label="loss per batch")
+    ax.plot(table["lr"], table["smoothed_loss"], color="tab:blue", lw=1.8, label="smoothed")
+    ax.axvline(result.suggested_lr, color="tab:green", ls="--",
+               label=f"suggested {result.suggested_lr:.2g}")
+    if result.diverged_lr:
+        ax.axvline(result.diverged_lr, color="tab:red", ls=":",
+                   label=f"blew up at {result.diverged_lr:.2g}")
+    ax.set_xscale("log")
+    ax.set_xlabel("learning rate")
+    ax.set_ylabel("training loss")
+    ax.legend(fontsize="small")
+    return ax

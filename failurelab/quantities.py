@@ -155,10 +155,14 @@ def grad_cosine_end(h):
 
 
 def grad_growth(h):
-    """Median gradient norm over the last 20% over its median over the first 5%."""
+    """Median gradient norm over the last 20% over the gradient norm of the first step
+    (the initialised model): a gradient that piles up grows from the very first step."""
     if "grad_norm" not in h:
         return NAN
-    start, end = _median(_head(h["grad_norm"])), _median(_tail(h["grad_norm"]))
+    g = _finite(h["grad_norm"])
+    if not len(g):
+        return NAN
+    start, end = float(g.iloc[0]), _median(_tail(g))
     return end / start if start > 0 else NAN
 
 
@@ -207,22 +211,28 @@ def weight_norm_change(h):
 
 # --- activations and inputs -----------------------------------------------------------
 
+def _none_of_that_kind(h) -> float:
+    """0 when activations were recorded but the model has no module of the kind asked
+    about (nothing can saturate or die); NaN when activations were not recorded."""
+    return 0.0 if any(c.startswith("act_mean/") for c in h.columns) else NAN
+
+
 def saturation_median(h):
     """Largest, over sigmoid/tanh modules, of the median saturated share."""
     cols = _modules(h, "saturated_frac")
-    return max(_median(c) for c in cols) if cols else NAN
+    return max(_median(c) for c in cols) if cols else _none_of_that_kind(h)
 
 
 def dead_start(h):
     """Largest, over ReLU modules, dead share at the first step."""
     cols = _modules(h, "dead_frac")
-    return max(float(c.iloc[0]) for c in cols) if cols else NAN
+    return max(float(c.iloc[0]) for c in cols) if cols else _none_of_that_kind(h)
 
 
 def dead_end(h):
     """Largest, over ReLU modules, median dead share over the last 20%."""
     cols = _modules(h, "dead_frac")
-    return max(_median(_tail(c)) for c in cols) if cols else NAN
+    return max(_median(_tail(c)) for c in cols) if cols else _none_of_that_kind(h)
 
 
 def input_absmax(h):
@@ -232,8 +242,9 @@ def input_absmax(h):
 
 
 def input_scale_spread(h):
-    """Median ratio of the largest to the smallest per-feature std in a batch."""
-    return _median(_column(h, "input_std_ratio"))
+    """Median ratio of the largest to the smallest per-feature std in a batch (1 for
+    token ids, which have no feature scales to mismatch)."""
+    return 1.0 if input_is_tokens(h) == 1.0 else _median(_column(h, "input_std_ratio"))
 
 
 def batch_size_median(h):
@@ -261,6 +272,14 @@ def output_grad_floor(h):
     lower; float32 gradients of well-fitted samples reach 1e-13 and below."""
     col = _column(h, "output_grad_min")
     return float(_finite(col).min()) if col is not None and len(_finite(col)) else NAN
+
+
+def input_is_tokens(h):
+    """1 when the model was fed integer token ids (no feature scales to compare), 0 for
+    real-valued features, NaN when inputs were not recorded."""
+    if "input_absmax" not in h or h["input_absmax"].isna().all():
+        return NAN
+    return 1.0 if "input_std_ratio" not in h or h["input_std_ratio"].isna().all() else 0.0
 
 
 def input_nonfinite_total(h):
@@ -358,7 +377,7 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
         nonfinite_losses, first_nonfinite, loss_swing, loss_spikiness, loss_persistence, grad_cosine_end, grad_growth, grad_norm_rising, update_ratio_median,
         update_ratio_start, zero_grad_median, first_layer_grad_share, weight_norm_change,
         saturation_median, dead_start, dead_end, input_absmax, input_scale_spread,
-        batch_size_median, output_scale_start, output_grad_zero_median, output_grad_floor,
+        batch_size_median, input_is_tokens, output_scale_start, output_grad_zero_median, output_grad_floor,
         input_nonfinite_total, val_acc_best, val_acc_end, val_min_recall_end, val_loss_rise,
         val_jitter_max, train_val_acc_gap, train_eval_loss_gap, label_purity_median,
         data_time_share, pad_attention_median, pad_sensitivity_max,

@@ -1,0 +1,159 @@
+"""Mystery runs for the capstone: one catalogue fault, picked by a seed, run blind.
+
+The student gets the telemetry and nothing else, diagnoses it, and writes the answer
+down before the reveal:
+
+    m = fl.mystery(7)                       # m.history is all there is to read
+    fl.diagnose(m)                          # ...or plots, or their own checks
+    ws.predict(m.key, cause="huge_lr")      # the answer, written before the reveal
+    print(fl.reveal(m, worksheet=ws))       # what it was, and whether the answer matched
+
+The pick shuffles the catalogue's fixed order with `random.Random`, which is stable
+across processes and Python versions (unlike the salted built-in `hash`), so a seed
+names the same mystery on every machine with the same catalogue.  The answer never
+sits in a public attribute or the repr: a student who prints the object learns nothing.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from collections.abc import Iterable
+
+import pandas as pd
+
+from . import train
+from .catalogue import FAULTS
+from .faults import get
+from .worksheet import Worksheet, check_cause
+
+KEY_PREFIX = "mystery-"  # worksheet experiment names: "mystery-7"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Mystery:
+    """A blind run: its seed, its task and its telemetry; the answer stays hidden."""
+
+    seed: int
+    task: str  # "tabular" | "sequence": which model and data the telemetry comes from
+    history: pd.DataFrame  # one row per step, as `Run.history`; no recipe attached
+    _fault: str = field(default="", compare=False)  # the answer; read it with `reveal`
+
+    @property
+    def key(self) -> str:
+        """The worksheet experiment name for this mystery."""
+        return key_for(self.seed)
+
+    def __repr__(self) -> str:
+        return f"Mystery(seed={self.seed}, task={self.task!r}, key={self.key!r})"
+
+
+@dataclass(frozen=True)
+class Reveal:
+    """What a mystery was, and whether the student's answer named it."""
+
+    key: str
+    fault: str  # the fault's name in `fl.FAULTS`
+    answer: str | None  # the student's answer, None when none was given
+    correct: bool | None  # None when there was no answer to grade
+
+    @property
+    def title(self) -> str:
+        return FAULTS[self.fault].title
+
+    @property
+    def symptom(self) -> str:
+        return FAULTS[self.fault].symptom
+
+    @property
+    def cause(self) -> str:
+        return FAULTS[self.fault].cause
+
+    @property
+    def experiment(self) -> str:
+        return FAULTS[self.fault].experiment
+
+    @property
+    def fix(self) -> str:
+        return FAULTS[self.fault].fix
+
+    def __str__(self) -> str:
+        if self.answer is None:
+            verdict = "No answer was given."
+        else:
+            verdict = f"Your answer: {self.answer} - {'correct' if self.correct else 'not it'}."
+        return "\n".join([
+            f"{self.key} was {self.fault}: {self.title}.", verdict,
+            f"Symptom: {self.symptom}", f"Cause: {self.cause}",
+            f"Distinguishing experiment: {self.experiment}", f"Fix: {self.fix}"])
+
+
+def mystery(seed: int, faults: Iterable[str] | None = None, *,
+            steps: int | None = None) -> Mystery:
+    """Run the fault that `seed` picks from the catalogue (or from `faults`), blind.
+
+    The run uses the same `seed`, so one number reproduces the whole mystery.  `steps`
+    shortens it (the telemetry of a short run may not show the signature)."""
+    name = pick(seed, faults)
+    history = train.run(name, seed=seed, steps=steps).history.copy()
+    history.attrs.clear()  # nothing but the measurements travels with the mystery
+    return Mystery(seed, FAULTS[name].task, history, name)
+
+
+def pick(seed: int, faults: Iterable[str] | None = None) -> str:
+    """The fault `seed` chooses, without running anything.
+
+    Seeds come in rounds of one shuffle of the pool each, so consecutive seeds (one per
+    student) cover every fault before any repeats.  A subset is taken in catalogue order
+    whatever order it is given in (a set's order changes between processes), so the
+    same seed and subset always give the same fault."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"a mystery seed must be a non-negative integer, got {seed!r}")
+    pool = _pool(faults)
+    round_, position = divmod(seed, len(pool))
+    random.Random(round_).shuffle(pool)
+    return pool[position]
+
+
+def key_for(seed: int) -> str:
+    return f"{KEY_PREFIX}{seed}"
+
+
+def reveal(mystery_or_seed: Mystery | int, answer: str | None = None,
+           worksheet: Worksheet | None = None, *,
+           faults: Iterable[str] | None = None) -> Reveal:
+    """Reveal a mystery and grade an answer: `answer`, or the worksheet's prediction.
+
+    Given a worksheet and a `Mystery`, the mystery's telemetry is also observed into the
+    worksheet (if it was not yet), which locks the answer: once revealed, it cannot be
+    changed.  `faults` is the subset a bare seed was drawn from."""
+    if answer is not None and worksheet is not None:
+        raise ValueError("give the answer directly or through a worksheet, not both")
+    if isinstance(mystery_or_seed, Mystery):
+        seed, fault = mystery_or_seed.seed, mystery_or_seed._fault
+    else:
+        seed = mystery_or_seed
+        fault = pick(seed, faults)
+    key = key_for(seed)
+    if worksheet is not None:
+        answer = _answer_in(worksheet, key)
+        if isinstance(mystery_or_seed, Mystery) and worksheet.observation(key) is None:
+            worksheet.observe(key, mystery_or_seed.history)
+    answer = check_cause(answer)
+    return Reveal(key, fault, answer, None if answer is None else answer == fault)
+
+
+def _answer_in(worksheet: Worksheet, key: str) -> str | None:
+    prediction = worksheet.prediction(key)
+    return prediction.cause if prediction is not None else None
+
+
+def _pool(faults: Iterable[str] | None) -> list[str]:
+    if faults is None:
+        return list(FAULTS)
+    wanted = {faults} if isinstance(faults, str) else set(faults)
+    for name in wanted:
+        get(name)  # a KeyError naming the closest fault
+    if not wanted:
+        raise ValueError("faults is empty: give at least one fault name, or None for all")
+    return [name for name in FAULTS if name in wanted]

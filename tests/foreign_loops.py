@@ -1,0 +1,71 @@
+"""Plain PyTorch training loops unlike the lab's (other models, data, optimizers,
+losses), recorded only through `fl.Monitor`: what an engineer would bring."""
+
+import math
+
+import torch
+from torch import nn
+
+import failurelab as fl
+
+def data(n=512, d=8, k=None, seed=0, scale=None):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, d, generator=g)
+    w = torch.randn(d, k or 1, generator=g)
+    y = (X @ w).argmax(1) if k else (X @ w).squeeze(1) + 0.1 * torch.randn(n, generator=g)
+    if scale is not None:
+        X = X * scale
+    return X, y
+
+def loop(model, opt, loss_fn, X, y, steps=200, batch=32, zero_grad=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    with fl.Monitor(model, opt) as mon:
+        for step in range(steps):
+            idx = torch.randint(0, len(X), (batch,), generator=g)
+            if zero_grad:
+                opt.zero_grad()
+            loss = loss_fn(model(X[idx]), y[idx])
+            loss.backward()
+            opt.step()
+            mon.record(loss)
+            if not math.isfinite(loss.item()):
+                break
+    return mon.history
+
+def regression_no_zero_grad(seed=0):
+    torch.manual_seed(seed)
+    X, y = data(seed=seed)
+    model = nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    return loop(model, opt, lambda out, t: ((out.squeeze(1) - t) ** 2).mean(), X, y, zero_grad=False, seed=seed)
+
+def classifier_huge_lr(seed=0):
+    torch.manual_seed(seed)
+    X, y = data(d=20, k=4, seed=seed)
+    model = nn.Sequential(nn.Linear(20, 48), nn.ReLU(), nn.Linear(48, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=20.0)
+    return loop(model, opt, nn.CrossEntropyLoss(), X, y, seed=seed)
+
+def unnormalised_inputs(seed=0):
+    torch.manual_seed(seed)
+    scale = torch.tensor([3e4, 1.0, 1e-3, 50.0, 1.0, 1.0, 2e3, 1.0])
+    X, y = data(k=3, seed=seed, scale=scale)
+    X = X + torch.tensor([1e5, 0, 0, 300, 0, 0, 0, 0])
+    model = nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 3))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    return loop(model, opt, nn.CrossEntropyLoss(), X, y, seed=seed)
+
+def nan_inputs(seed=0):
+    torch.manual_seed(seed)
+    X, y = data(k=3, seed=seed)
+    X[torch.randperm(len(X), generator=torch.Generator().manual_seed(seed))[:3], 2] = float("nan")
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    return loop(model, opt, nn.CrossEntropyLoss(), X, y, steps=300, seed=seed)
+
+def healthy_adam(seed=0):
+    torch.manual_seed(seed)
+    X, y = data(d=12, k=3, seed=seed, n=1024)
+    model = nn.Sequential(nn.Linear(12, 64), nn.GELU(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 3))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    return loop(model, opt, nn.CrossEntropyLoss(), X, y, steps=300, seed=seed)

@@ -1,0 +1,118 @@
+"""Diagnosis from telemetry alone: shapes on synthetic curves, causes on the catalogue
+and on plain PyTorch loops the lab has never seen."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import failurelab as fl
+import foreign_loops
+from runs_cache import cached_run
+
+
+def curve(loss, val=None):
+    """A history with nothing but a loss (and optionally a validation loss every 10 steps)."""
+    h = pd.DataFrame({"step": np.arange(len(loss)), "loss": np.asarray(loss, float)})
+    if val is not None:
+        h["val_loss"] = np.nan
+        h.loc[::10, "val_loss"] = val
+    return h
+
+
+rng = np.random.default_rng(0)
+STEPS = np.arange(300)
+FALLING = 1.1 * np.exp(-STEPS / 40) + 0.05 + 0.02 * rng.random(300)
+SWINGING = np.r_[1.1, np.abs(0.5 + 0.5 * rng.standard_normal(299))]  # noise, start 1.1
+CYCLE = np.r_[4.0, 4.0, 3.8, 3.5, 3.0, 2.2, 1.4, 0.8, 0.4, 0.2]  # a jump, then recovery
+JUMPS = np.r_[1.1 * np.exp(-np.arange(30) / 5), np.tile(CYCLE, 27)]
+EVALS = np.arange(30)
+
+
+@pytest.mark.parametrize("loss, val, shape", [
+    (FALLING, None, "healthy"),
+    (np.full(300, 1.1) + 0.005 * rng.standard_normal(300), None, "plateau"),
+    (0.6 + 0.5 * np.exp(-STEPS / 30) + 0.005 * rng.standard_normal(300), None, "plateau"),
+    (1.1 * np.exp(STEPS / 60), None, "diverging"),
+    (np.r_[1.1 * np.exp(np.arange(40) / 8), np.nan], None, "diverging"),
+    (np.r_[1.1, 1.1, np.nan], None, "nonfinite"),
+    (SWINGING, None, "oscillating"),
+    (JUMPS, None, "stepwise"),
+    (FALLING, 0.3 + 0.01 * (EVALS - 6).clip(0), "degrading"),
+], ids=["healthy", "flat", "stalled-high", "rising", "rising-to-nan", "nan-at-once",
+        "swinging", "jump-and-recover", "validation-worsens"])
+def test_synthetic_curves_get_their_shape(loss, val, shape):
+    assert fl.diagnose(curve(loss, val)).shape == shape
+
+
+def test_a_shape_near_a_threshold_names_the_other_side():
+    just_above = 0.3 + 0.16 * ((EVALS - 20) / 7).clip(0, 1)  # rises 0.16 (threshold 0.15)
+    d = fl.diagnose(curve(FALLING, just_above))
+    assert d.shape == "degrading" and d.shape_alternative == "healthy"
+    clearly = 0.3 + 0.6 * ((EVALS - 20) / 7).clip(0, 1)
+    assert fl.diagnose(curve(FALLING, clearly)).shape_alternative is None
+
+
+@pytest.mark.parametrize("name", list(fl.FAULTS))
+def test_every_fault_is_named_from_its_telemetry(name):
+    fault = fl.FAULTS[name]
+    run = cached_run(fault.inject(fl.baseline(fault.task)), 0)
+    d = fl.diagnose(run.history)  # the history only: no recipe, no name
+    assert d.top == name, str(d)
+    assert d.shape in (fault.shape, *fault.other_shapes)
+    assert any(c.isdigit() for c in d.causes[0][2])  # the evidence quotes numbers
+
+
+@pytest.mark.parametrize("task", ["tabular", "sequence"])
+def test_a_healthy_baseline_gets_no_cause(task):
+    d = fl.diagnose(cached_run(fl.baseline(task), 1))
+    assert d.shape == "healthy" and d.top is None and d.confidence == "high"
+
+
+@pytest.mark.parametrize("loop, cause", [
+    (foreign_loops.regression_no_zero_grad, "no_zero_grad"),
+    (foreign_loops.classifier_huge_lr, "huge_lr"),
+    (foreign_loops.unnormalised_inputs, "no_input_norm"),
+    (foreign_loops.nan_inputs, "nan_in_data"),
+    (foreign_loops.healthy_adam, None),
+], ids=["regression-forgets-zero_grad", "classifier-at-lr-20", "raw-feature-scales",
+        "nan-in-the-inputs", "healthy-adam-gelu-tanh"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_plain_loops_the_lab_never_saw_are_diagnosed(loop, cause, seed):
+    d = fl.diagnose(loop(seed))
+    assert d.top == cause, str(d)
+
+
+def test_missing_columns_lower_confidence_and_name_the_experiment():
+    loss_only = cached_run(fl.inject(fl.baseline(), "shuffled_labels"), 0).history[["step", "loss"]]
+    d = fl.diagnose(loss_only)
+    assert d.shape == "plateau" and d.top is None and d.confidence == "low"
+    assert {"shuffled_labels", "lr_too_small", "dead_relu"} <= set(d.lookalikes)
+    assert "overfit" in d.experiment and "gradients" in d.missing
+
+
+def test_an_economy_monitor_history_is_diagnosed_without_crashing():
+    run = cached_run(fl.inject(fl.baseline(), "huge_lr"), 0)
+    sparse = run.history[["step", "loss", "grad_norm", "update_ratio"]].copy()
+    sparse.loc[sparse.step % 10 != 0, ["grad_norm", "update_ratio"]] = math.nan
+    d = fl.diagnose(sparse)
+    assert d.shape == "diverging" and d.top == "huge_lr"
+
+
+def test_empty_and_single_step_histories_get_a_clear_message():
+    with pytest.raises(ValueError, match="empty"):
+        fl.diagnose(curve([]))
+    with pytest.raises(ValueError, match="at least 2 recorded steps"):
+        fl.diagnose(curve([1.0]))
+    assert fl.diagnose(curve([float("nan")])).shape == "nonfinite"
+    with pytest.raises(ValueError, match="'loss' column"):
+        fl.diagnose(pd.DataFrame({"step": [0, 1]}))
+    with pytest.raises(TypeError, match="Run or a history"):
+        fl.diagnose([1.0, 2.0])
+
+
+def test_the_report_reads_as_text():
+    text = str(fl.diagnose(cached_run(fl.inject(fl.baseline(), "no_zero_grad"), 0)))
+    assert "shape: diverging" in text and "cause: no_zero_grad" in text
+    assert "next experiment:" in text and "confidence:" in text

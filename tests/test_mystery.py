@@ -1,0 +1,123 @@
+"""Mystery runs: one seed names one fault everywhere, the answer stays hidden until the
+reveal, and the reveal grades direct and worksheet answers."""
+
+import functools
+
+import pandas as pd
+import pytest
+
+import failurelab as fl
+from failurelab.mystery import Mystery, mystery, pick, reveal
+from failurelab.worksheet import PredictionLocked, Worksheet
+
+FAST = ("huge_lr", "lr_too_small", "dead_relu", "saturated_sigmoid")  # short tabular runs
+
+
+@functools.lru_cache(maxsize=None)
+def short_mystery(seed: int) -> Mystery:
+    return mystery(seed, FAST, steps=40)
+
+
+def answer(m: Mystery) -> str:
+    return reveal(m).fault
+
+
+def other_than(fault: str) -> str:
+    return next(name for name in FAST if name != fault)
+
+
+def test_the_same_seed_gives_the_same_fault_and_telemetry():
+    a, b = short_mystery(3), mystery(3, FAST, steps=40)
+    assert answer(a) == answer(b) == pick(3, FAST)
+    pd.testing.assert_series_equal(a.history["loss"], b.history["loss"])
+
+
+def test_a_mystery_is_the_picked_fault_run_with_its_own_seed():
+    m = short_mystery(5)
+    run = fl.run(answer(m), seed=5, steps=40)
+    pd.testing.assert_series_equal(m.history["grad_norm"], run.history["grad_norm"])
+    assert m.task == fl.FAULTS[answer(m)].task
+
+
+def test_consecutive_seeds_cover_the_whole_catalogue_before_repeating():
+    assert {pick(seed) for seed in range(len(fl.FAULTS))} == set(fl.FAULTS)
+    assert {pick(seed, FAST) for seed in range(4, 8)} == set(FAST)
+
+
+def test_a_subset_picks_the_same_fault_whatever_its_order():
+    for seed in range(6):
+        assert pick(seed, set(FAST)) == pick(seed, list(reversed(FAST))) == pick(seed, FAST)
+
+
+def test_unknown_faults_or_bad_seeds_are_refused():
+    with pytest.raises(KeyError, match="huge_lr"):
+        pick(0, ["huge_rl"])
+    with pytest.raises(ValueError, match="empty"):
+        pick(0, [])
+    for seed in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="non-negative integer"):
+            pick(seed)
+
+
+def test_the_answer_is_hidden_from_repr_and_public_attributes():
+    m = short_mystery(1)
+    fault = fl.FAULTS[answer(m)]
+    assert repr(m) == "Mystery(seed=1, task='tabular', key='mystery-1')"
+    for attr in (a for a in dir(m) if not a.startswith("_")):
+        value = getattr(m, attr)
+        assert not isinstance(value, (fl.Recipe, fl.Run)), attr
+        assert fault.name not in repr(value) and fault.title not in repr(value), attr
+    assert m.history.attrs == {} and fault.name not in " ".join(m.history.columns)
+
+
+def test_reveal_grades_a_right_and_a_wrong_answer():
+    m = short_mystery(2)
+    right = reveal(m, answer(m))
+    assert right.correct is True and "correct" in str(right)
+    wrong = reveal(m, other_than(answer(m)))
+    assert wrong.correct is False and "not it" in str(wrong)
+    assert wrong.fix in str(wrong) and wrong.experiment in str(wrong)
+    assert wrong.title == fl.FAULTS[wrong.fault].title
+
+
+def test_reveal_without_an_answer_is_ungraded():
+    r = reveal(short_mystery(2))
+    assert r.correct is None and "No answer" in str(r)
+
+
+def test_reveal_from_a_seed_needs_no_run_and_agrees_with_the_mystery():
+    assert reveal(2, faults=FAST).fault == answer(short_mystery(2))
+    assert reveal(2).fault == pick(2)
+
+
+def test_a_healthy_answer_to_a_mystery_is_wrong():
+    assert reveal(short_mystery(0), "healthy").correct is False
+
+
+def test_an_unknown_answer_names_the_closest_fault():
+    with pytest.raises(ValueError, match="Did you mean 'huge_lr'"):
+        reveal(short_mystery(0), "huge_rl")
+
+
+def test_reveal_takes_the_answer_from_the_worksheet_and_locks_it(tmp_path):
+    m = short_mystery(4)
+    ws = Worksheet(tmp_path / "capstone.worksheet.json")
+    ws.predict(m.key, cause=answer(m))
+    assert reveal(m, worksheet=ws).correct is True
+    assert ws.observation(m.key) is not None  # the reveal recorded the telemetry...
+    with pytest.raises(PredictionLocked):  # ...so the answer can no longer change
+        ws.predict(m.key, cause=other_than(answer(m)))
+
+
+def test_a_wrong_or_missing_worksheet_answer_is_graded_as_such(tmp_path):
+    m = short_mystery(4)
+    ws = Worksheet(tmp_path / "capstone.worksheet.json")
+    assert reveal(m, worksheet=ws).correct is None
+    other = Worksheet(tmp_path / "other.worksheet.json")
+    other.predict(m.key, cause=other_than(answer(m)))
+    assert reveal(m.seed, worksheet=other, faults=FAST).correct is False
+
+
+def test_an_answer_and_a_worksheet_together_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="not both"):
+        reveal(0, "huge_lr", Worksheet(tmp_path / "w.json"))

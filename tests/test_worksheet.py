@@ -1,0 +1,310 @@
+"""The worksheet: predictions locked once observed, observations read from telemetry
+only, a JSON file that survives crashes, reloads and a second notebook, and the course's
+four columns in English and Chinese."""
+
+import functools
+import json
+import os
+import re
+import threading
+
+import pandas as pd
+import pytest
+
+import failurelab as fl
+from failurelab.worksheet import (HEADINGS, PredictionLocked, Worksheet, answer_key, grade,
+                                  markdown_table)
+
+FOUR_EN = ["symptom", "possible cause", "distinguishing experiment", "fix"]
+FOUR_ZH = ["现象", "可能原因", "区分实验", "修复动作"]
+
+
+@functools.lru_cache(maxsize=None)
+def short_run(name: str) -> fl.Run:
+    return fl.run(name, steps=40)
+
+
+@functools.lru_cache(maxsize=None)
+def healthy_run() -> fl.Run:
+    return fl.run("tabular")  # full length: 40 steps of the baseline are not yet healthy
+
+
+@pytest.fixture
+def path(tmp_path):
+    return tmp_path / "student.worksheet.json"
+
+
+def test_a_new_worksheet_is_a_marked_json_file(path):
+    Worksheet(path)
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert doc == {"format": "failurelab-worksheet", "version": 1, "entries": {}}
+
+
+def test_a_missing_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        Worksheet(tmp_path / "nowhere" / "ws.json")
+
+
+def test_a_reload_restores_predictions_and_observations(path):
+    ws = Worksheet(path)
+    ws.predict("huge_lr", shape="diverging", cause="huge_lr", note="steps too big")
+    ws.observe("huge_lr", short_run("huge_lr"))
+    ws.predict("lr_too_small", shape="plateau")
+    again = Worksheet(path)
+    assert again.names == ["huge_lr", "lr_too_small"]
+    assert again.prediction("huge_lr") == ws.prediction("huge_lr")
+    assert again.prediction("huge_lr").note == "steps too big"
+    assert again.observation("huge_lr") == ws.observation("huge_lr")
+    assert again.observation("lr_too_small") is None
+
+
+def test_a_different_prediction_after_observing_is_refused_the_same_one_accepted(path):
+    ws = Worksheet(path)
+    first = ws.predict("huge_lr", shape="diverging", cause="huge_lr")
+    seen = ws.observe("huge_lr", short_run("huge_lr"))
+    with pytest.raises(PredictionLocked, match=re.escape(f"observed at {seen.at}")):
+        ws.predict("huge_lr", shape="plateau", cause="lr_too_small")
+    with pytest.raises(ValueError):  # PredictionLocked is a ValueError
+        ws.predict("huge_lr", shape="diverging", cause="huge_lr", note="added later")
+    before = path.read_bytes()
+    assert ws.predict("huge_lr", shape="diverging", cause="huge_lr") == first
+    assert path.read_bytes() == before  # a no-op: not even the timestamp moves
+
+
+def test_predicting_after_observing_an_unpredicted_experiment_is_refused(path):
+    ws = Worksheet(path)
+    ws.observe("huge_lr", short_run("huge_lr"))
+    with pytest.raises(PredictionLocked):
+        ws.predict("huge_lr", shape="diverging")
+    ws.predict("huge_lr")  # "no prediction" again: the notebook as shipped still runs
+
+
+def test_predicting_again_before_observing_replaces_and_keeps_the_history(path):
+    ws = Worksheet(path)
+    ws.predict("no_zero_grad", shape="plateau")
+    ws.predict("no_zero_grad", shape="diverging", cause="no_zero_grad")
+    ws.predict("no_zero_grad", shape="diverging", cause="no_zero_grad")  # identical
+    doc = json.loads(path.read_text(encoding="utf-8"))["entries"]["no_zero_grad"]
+    assert doc["prediction"]["cause"] == "no_zero_grad"
+    assert [p["shape"] for p in doc["earlier_predictions"]] == ["plateau"]
+    assert doc["earlier_predictions"][0]["at"] <= doc["prediction"]["at"]
+
+
+def test_a_prediction_without_shape_or_cause_records_no_prediction(path):
+    ws = Worksheet(path)
+    ws.predict("mystery-7")
+    assert ws.prediction("mystery-7").empty
+    assert ws.table().loc["mystery-7", "predicted"] == "no prediction"
+
+
+@pytest.mark.parametrize("kwargs, closest", [
+    (dict(shape="diverge"), "diverging"), (dict(cause="huge_rl"), "huge_lr"),
+    (dict(cause="helthy"), "healthy")])
+def test_an_unknown_shape_or_cause_names_the_closest_match(path, kwargs, closest):
+    with pytest.raises(ValueError, match=f"Did you mean '{closest}'"):
+        Worksheet(path).predict("x", **kwargs)
+
+
+def test_an_empty_experiment_name_is_refused(path):
+    with pytest.raises(ValueError, match="non-empty"):
+        Worksheet(path).predict("  ", shape="plateau")
+
+
+def test_an_interrupted_rename_leaves_the_old_file_intact(path, monkeypatch):
+    ws = Worksheet(path)
+    ws.predict("huge_lr", shape="diverging")
+    before = path.read_bytes()
+
+    def crash(*args):
+        raise OSError("power cut")
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="power cut"):
+        ws.predict("lr_too_small", shape="plateau")
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert Worksheet(path).names == ["huge_lr"]
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, path.name + ".lock"]
+
+
+def test_a_failed_temporary_write_leaves_the_old_file_intact(path, monkeypatch):
+    ws = Worksheet(path)
+    ws.predict("huge_lr", shape="diverging")
+    before = path.read_bytes()
+
+    def disk_full(fd):
+        raise OSError("no space left on device")
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(OSError, match="no space"):
+        ws.observe("huge_lr", short_run("huge_lr"))
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert Worksheet(path).observation("huge_lr") is None
+
+
+@pytest.mark.parametrize("content, complaint", [
+    (b"{not json", "not valid JSON"),
+    (b"\xff\xfe\x00binary", "not valid JSON"),
+    (b'{"cells": [], "nbformat": 4}', "marker"),
+    (b"[1, 2, 3]", "marker"),
+    (b'{"format": "failurelab-worksheet", "version": 99, "entries": {}}', "version"),
+    (b'{"format": "failurelab-worksheet", "version": 1, "entries": []}', "entries"),
+    (b'{"format": "failurelab-worksheet", "version": 1, "entries": {"a": 5}}', "structure"),
+])
+def test_a_corrupt_or_foreign_file_is_refused_and_left_untouched(path, content, complaint):
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=complaint) as err:
+        Worksheet(path)
+    assert str(path) in str(err.value)
+    assert path.read_bytes() == content
+
+
+def test_a_file_corrupted_while_open_is_never_overwritten(path):
+    ws = Worksheet(path)
+    path.write_bytes(b"half a worksheet {")
+    with pytest.raises(ValueError, match="not a failurelab worksheet"):
+        ws.predict("huge_lr", shape="diverging")
+    with pytest.raises(ValueError, match="not a failurelab worksheet"):
+        ws.observe("huge_lr", short_run("huge_lr"))
+    assert path.read_bytes() == b"half a worksheet {"
+
+
+def test_observing_reads_the_telemetry_not_the_experiment_name(path):
+    seen = Worksheet(path).observe("huge_lr", healthy_run())
+    assert (seen.shape, seen.cause) == ("healthy", "healthy")
+
+
+def test_observing_a_bare_history_without_a_recipe_works(path):
+    history = short_run("huge_lr").history.copy()
+    seen = Worksheet(path).observe("unnamed", history)
+    d = fl.diagnose(history)
+    assert (seen.shape, seen.cause, seen.evidence) == ("diverging", "huge_lr", d.causes[0][2])
+    assert seen.confidence == d.confidence and seen.steps == len(history)
+
+
+def test_observing_an_unexplained_curve_records_no_cause(path):
+    run = short_run("tabular")  # 40 baseline steps: a plateau no signature explains
+    seen = Worksheet(path).observe("early", run)
+    assert fl.diagnose(run).top is None and seen.shape != "healthy"
+    assert seen.cause is None
+
+
+def test_an_observation_is_stored_as_plain_json(path):
+    Worksheet(path).observe("huge_lr", short_run("huge_lr"))
+    stored = json.loads(path.read_text(encoding="utf-8"))["entries"]["huge_lr"]["observation"]
+    assert set(stored) >= {"shape", "cause", "evidence", "confidence", "at"}
+    assert all(isinstance(v, (str, int, list, type(None))) for v in stored.values())
+
+
+def test_observing_something_that_is_not_telemetry_is_a_type_error(path):
+    with pytest.raises(TypeError, match="history DataFrame"):
+        Worksheet(path).observe("huge_lr", fl.baseline())
+
+
+def test_two_notebooks_on_one_worksheet_keep_both_entries(path):
+    first, second = Worksheet(path), Worksheet(path)
+    first.predict("huge_lr", shape="diverging")
+    second.predict("lr_too_small", shape="plateau")
+    first.observe("huge_lr", short_run("huge_lr"))
+    assert first.names == second.names == ["huge_lr", "lr_too_small"]
+    assert Worksheet(path).observation("huge_lr") is not None
+
+
+def test_concurrent_writers_lose_no_entries(path):
+    Worksheet(path)
+
+    def notebook(i):
+        ws = Worksheet(path)
+        for j in range(8):
+            ws.predict(f"nb{i}-{j}", shape="plateau")
+    threads = [threading.Thread(target=notebook, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(Worksheet(path).names) == 32
+
+
+def test_the_table_has_the_worksheet_columns_in_english_and_chinese(path):
+    ws = Worksheet(path)
+    ws.predict("huge_lr", shape="diverging")
+    en, zh = ws.table(), ws.table(lang="zh")
+    assert list(en.columns) == FOUR_EN + ["predicted", "observed", "match"]
+    assert list(zh.columns) == FOUR_ZH + ["预测", "观察", "是否一致"]
+    assert en.to_numpy().tolist() == zh.to_numpy().tolist()  # the cells stay English
+
+
+def test_an_unknown_language_is_refused(path):
+    with pytest.raises(ValueError, match="en, zh"):
+        Worksheet(path).table(lang="fr")
+
+
+def test_the_table_fills_the_columns_from_the_diagnosed_cause(path):
+    ws = Worksheet(path)
+    ws.predict("huge_lr", shape="diverging", cause="no_zero_grad")
+    ws.observe("huge_lr", short_run("huge_lr"))
+    ws.predict("later", shape="plateau")
+    table, key = ws.table(), answer_key()
+    row = table.loc["huge_lr"]
+    assert row["symptom"].startswith("diverging: ")
+    for column in ("possible cause", "distinguishing experiment", "fix"):
+        assert row[column].startswith(key.loc["huge_lr", column])
+    assert row["predicted"] == "shape diverging, cause no_zero_grad"
+    assert row["match"] == "shape ✓, cause ✗"
+    assert table.loc["later", "match"] == "—"
+
+
+def test_markdown_and_csv_exports_return_what_they_write(path, tmp_path):
+    ws = Worksheet(path)
+    ws.predict("huge_lr", shape="diverging", note="a | pipe")
+    ws.observe("huge_lr", short_run("huge_lr"))
+    md = ws.to_markdown(tmp_path / "ws.md", lang="zh")
+    assert md == (tmp_path / "ws.md").read_text(encoding="utf-8")
+    assert md.splitlines()[0] == "| 实验 | " + " | ".join(FOUR_ZH) + " | 预测 | 观察 | 是否一致 |"
+    assert "a \\| pipe" in md and all(line.count(" | ") == 7 for line in md.splitlines())
+    csv = ws.to_csv(tmp_path / "ws.csv")
+    assert csv == (tmp_path / "ws.csv").read_text(encoding="utf-8")
+    back = pd.read_csv(tmp_path / "ws.csv", index_col=0)
+    assert back.loc["huge_lr", "fix"] == ws.table().loc["huge_lr", "fix"]
+
+
+def test_the_markdown_renderer_needs_no_tabulate():
+    frame = pd.DataFrame({"a": ["x\ny", None]}, index=pd.Index(["r1", "r2"], name="n"))
+    assert markdown_table(frame) == "| n | a |\n| --- | --- |\n| r1 | x<br>y |\n| r2 |  |\n"
+
+
+def test_grading_counts_correct_incorrect_and_missing(path):
+    ws = Worksheet(path)
+    ws.predict("right", shape="diverging", cause="huge_lr")
+    ws.predict("wrong", shape="plateau", cause="no_zero_grad")
+    ws.predict("blank")
+    ws.predict("pending", shape="plateau")
+    for name in ("right", "wrong", "blank"):
+        ws.observe(name, short_run("huge_lr"))
+    g = grade(ws)
+    assert g.equals(ws.grade())
+    assert g.loc["right", ["shape_correct", "cause_correct"]].tolist() == [True, True]
+    assert g.loc["wrong", ["shape_correct", "cause_correct"]].tolist() == [False, False]
+    assert g.loc["blank", "status"] == "no prediction" and g.loc["blank", "out_of"] == 0
+    assert g.loc["pending", "status"] == "not observed" and g.loc["pending", "out_of"] == 0
+    total = g.loc["total"]
+    assert (total["points"], total["out_of"]) == (2, 4)
+    assert total["status"] == "score 2/4 (50%); 1 no prediction; 1 not observed"
+
+
+def test_a_healthy_prediction_matches_a_healthy_observation(path):
+    ws = Worksheet(path)
+    ws.predict("baseline", shape="healthy", cause="healthy")
+    ws.observe("baseline", healthy_run())
+    assert ws.grade().loc["baseline", "points"] == 2
+
+
+def test_the_answer_key_covers_every_fault_in_both_languages():
+    for lang in HEADINGS:
+        key = answer_key(lang)
+        assert list(key.index) == list(fl.FAULTS)
+        assert key.notna().all().all()
+    key = answer_key()
+    assert list(key.columns[:4]) == FOUR_EN and {"shape", "phenomenon"} <= set(key.columns)
+    for name, fault in fl.FAULTS.items():
+        assert key.loc[name, "fix"] == fault.fix and key.loc[name, "shape"] == fault.shape
+    assert list(answer_key("zh").columns[:4]) == FOUR_ZH
