@@ -5,6 +5,7 @@ from .alerts import Alert, alerts
 from .catalogue import FAULTS
 from .diagnosis import Diagnosis, diagnose
 from .faults import Fault, check, inject
+from .lab import Experiment, Followup, experiment
 from .lr_range import LRRangeResult, lr_range_test
 from .monitor import Monitor
 from .mystery import Mystery, Reveal, mystery, reveal
@@ -14,8 +15,8 @@ from .train import Parts, build, run
 from .worksheet import PredictionLocked, Worksheet, answer_key, grade
 
 __all__ = [
-    "FAULTS", "Alert", "Diagnosis", "Fault", "LRRangeResult", "Monitor", "Mystery", "Parts",
+    "FAULTS", "Alert", "Diagnosis", "Experiment", "Fault", "Followup", "LRRangeResult", "Monitor", "Mystery", "Parts",
     "PredictionLocked", "Recipe", "Reveal", "Run", "Worksheet", "alerts", "answer_key",
-    "baseline", "build", "check", "diagnose", "diff", "grade", "inject", "lr_range_test",
+    "baseline", "build", "check", "diagnose", "diff", "experiment", "grade", "inject", "lr_range_test",
     "mystery", "parse_seeds", "plots", "read_history", "reveal", "run", "save_history",
 ]

@@ -1,14 +1,419 @@
-"""The `failurelab` command (placeholder until the CLI lands): run both baselines."""
+"""The `failurelab` command: list, run, verify, diagnose, mystery, report.
+
+Thin on purpose: it parses, calls the library and prints.  Every expected user error
+(an unknown fault, a missing file, a bad seed range) ends as one line on stderr and
+exit status 2, never a traceback; `verify` exits 1 when the lab does not reproduce.
+"""
 
 from __future__ import annotations
 
-from . import run
+import argparse
+import os
+import secrets
+import sys
+import textwrap
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from . import catalogue, plots
+from .diagnosis import diagnose
+from .faults import PHENOMENA, get
+from .recipes import TASKS, parse_seeds
+from .runs import read_history
+from .train import run as train
+
+PROG = "failurelab"
+MYSTERY_SEEDS = 1000  # a blind run without --seed draws its seed from range(1000)
+
+
+class UserError(Exception):
+    """An expected mistake by the user: printed as one line, exit status 2."""
+
+
+# --- list ---------------------------------------------------------------------------------
+
+def cmd_list(args) -> int:
+    """Show the fault catalogue as a table.
+
+    failurelab list
+    """
+    rows = [(f.name, f.family, f.task, f.shape, f.phenomenon or "-", f.title)
+            for f in catalogue.FAULTS.values()]
+    print(table(("name", "family", "task", "shape", "phenomenon", "title"), rows))
+    print("\nphenomena: " + "; ".join(f"{k} {v}" for k, v in PHENOMENA.items()))
+    return 0
+
+
+# --- run ------------------------------------------------------------------------------------
+
+def cmd_run(args) -> int:
+    """Run one fault beside its healthy baseline and check its signature.
+
+    failurelab run huge_lr
+    failurelab run no_zero_grad --seed 3 --plot cmp.png --save no_zero_grad.csv
+    failurelab run sequence --steps 100
+    """
+    from .report import comparison, measure, verdict
+
+    if args.name in TASKS:
+        return _run_baseline(args)
+    fault = fault_named(args.name)
+    healthy = train(fault.task, seed=args.seed, steps=args.steps)
+    faulty = train(fault.name, seed=args.seed, steps=args.steps)
+    rows, fired, baseline_fired = measure(fault, faulty.history, healthy.history)
+    print(f"{fault.name}: {fault.title}")
+    print(f"({fault.task} task, seed {args.seed}, {len(faulty.history)} steps run; "
+          f"baseline {len(healthy.history)})\n")
+    print(table(("signature condition", "threshold", fault.name, "baseline"),
+                [(r.label, r.threshold, _mark(r.fault_value, r.fault_holds),
+                  _mark(r.baseline_value, r.baseline_holds)) for r in rows]))
+    print(f"\ncheck: {verdict(fault.name, fired, baseline_fired)}")
+    print(f"\ndiagnosis of the {fault.name} run:\n{_indent(str(diagnose(faulty)))}")
+    return _save(args, faulty, lambda: comparison(fault.name, healthy, faulty))
+
+
+def _run_baseline(args) -> int:
+    result = train(args.name, seed=args.seed, steps=args.steps)
+    print(f"{args.name} baseline (seed {args.seed})\n")
+    print(table(("measure", "value"), [(k, _num(v)) for k, v in result.summary.items()]))
+    print(f"\ndiagnosis:\n{_indent(str(diagnose(result)))}")
+    return _save(args, result, lambda: plots.overview(result))
+
+
+def _save(args, result, figure) -> int:
+    """--plot (drawn only when asked: it is the slow part) and --save."""
+    import matplotlib.pyplot as plt
+
+    if args.plot:
+        fig = figure()
+        _write(lambda: fig.savefig(args.plot, dpi=100), args.plot, "plot")
+        plt.close(fig)
+    if args.save:
+        _write(lambda: result.to_csv(args.save), args.save, "history")
+    for path in (args.plot, args.save):
+        if path:
+            print(f"wrote {path}")
+    return 0
+
+
+# --- verify ---------------------------------------------------------------------------------
+
+def cmd_verify(args) -> int:
+    """Check every fault's signature on many seeds; exit 1 unless all reproduce.
+
+    failurelab verify
+    failurelab verify --seeds 0-2 --faults huge_lr,nan_in_data
+    """
+    from .sweep import summary, verify
+
+    seeds = seeds_from(args.seeds)
+    names = faults_from(args.faults)
+    started = time.perf_counter()
+    with progress_bar("verify") as update:
+        results = verify(names, seeds, workers=args.workers, progress=update)
+    seconds = time.perf_counter() - started
+    if names is not None:  # baselines are checked against all their task's signatures
+        results = results[results.fault.isin(names)]
+    t = summary(results)
+    print(table(("fault", "reproduced", "baseline false alarms", "weakest margin", "ok"),
+                [(n, f"{int(r.reproduced)}/{int(r.seeds)}", r.false_alarms,
+                  f"{r.weakest_margin:.2f}", "yes" if r.ok else "NO")
+                 for n, r in t.iterrows()]))
+    for line in _failures(results):
+        print(line)
+    bad = [n for n, ok in t.ok.items() if not ok]
+    what = f"{len(t)} faults x {len(seeds)} seeds + baselines in {seconds:.1f} s"
+    print(f"\n{what}: " + (f"FAILED {', '.join(bad)}" if bad else
+                            "every fault reproduced, no baseline false alarm"))
+    return 1 if bad else 0
+
+
+def _failures(results) -> list[str]:
+    """One line per run that spoiled a fault's verdict, with its measurements."""
+    lines = []
+    missed = results[(results.kind == "fault") & ~results.fired.astype(bool)]
+    alarms = results[(results.kind == "baseline") & results.fired.astype(bool)]
+    for _, r in missed.iterrows():
+        lines.append(f"  {r.fault} seed {r.seed}: not shown - {r.evidence}")
+    for _, r in alarms.iterrows():
+        lines.append(f"  {r.fault}: {r.task} baseline seed {r.seed} fired - {r.evidence}")
+    return ["", "problems:", *lines] if lines else []
+
+
+# --- diagnose -------------------------------------------------------------------------------
+
+def cmd_diagnose(args) -> int:
+    """Diagnose a history CSV saved by Run.to_csv or Monitor.to_csv.
+
+    failurelab diagnose my_run.csv
+    """
+    try:
+        history = read_history(args.history)
+        print(diagnose(history))
+    except (FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as err:
+        raise UserError(_one_line(err)) from None
+    return 0
+
+
+# --- mystery --------------------------------------------------------------------------------
+
+def cmd_mystery(args) -> int:
+    """A blind run: read the telemetry, name the fault, then reveal it.
+
+    failurelab mystery --seed 7
+    failurelab mystery --seed 7 --reveal --answer huge_lr
+    """
+    try:
+        from .mystery import mystery, reveal
+    except ImportError:
+        raise UserError("mystery runs are not available yet: failurelab.mystery is not "
+                        "installed in this version") from None
+    if args.answer is not None and not args.reveal:
+        raise UserError("--answer needs --reveal (e.g. --seed 7 --reveal --answer huge_lr)")
+    if args.reveal:
+        if args.seed is None:
+            raise UserError("--reveal needs --seed S: the seed the blind run printed")
+        if args.answer is not None:
+            fault_named(args.answer)
+        result = reveal(args.seed, answer=args.answer)
+        print(result)
+        return 1 if args.answer is not None and not result.correct else 0
+    seed = args.seed if args.seed is not None else secrets.randbelow(MYSTERY_SEEDS)
+    m = mystery(seed)
+    print(telemetry(m.history, f"mystery run, seed {m.seed} ({m.task} task)"))
+    print(f"\nWhich fault is it? Check with: {PROG} mystery --seed {m.seed} --reveal "
+          f"--answer NAME   (names: {PROG} list)")
+    return 0
+
+
+INSTRUMENTS = (("loss", "training loss"), ("val_loss", "validation loss"),
+               ("val_acc", "validation accuracy"), ("grad_norm", "gradient norm"),
+               ("grad_cosine", "gradient cosine"), ("update_ratio", "update ratio"),
+               ("weight_norm", "weight norm"), ("zero_grad_frac", "share of zero gradients"),
+               ("saturated_frac/", "saturated share (worst layer)"),
+               ("dead_frac/", "dead ReLU share (worst layer)"),
+               ("input_absmax", "largest |input|"), ("input_std_ratio", "feature std spread"),
+               ("input_nonfinite", "non-finite inputs"), ("label_purity", "main class share"),
+               ("batch_size", "batch size"), ("pad_attention", "attention on pads"),
+               ("t_data", "data time (s/step)"), ("nonfinite", "non-finite values"))
+
+
+def telemetry(history, title: str) -> str:
+    """What a student reads before guessing: the loss-curve shape (as `diagnose` names
+    it, without its causes) and each instrument over the first, middle and last tenth."""
+    found = diagnose(history)
+    rows = []
+    for column, label in INSTRUMENTS:
+        series = _column(history, column)
+        if series is not None and len(series):
+            rows.append((label, *(_num(v) for v in _thirds(series, "nonfinite" in column))))
+    return (f"{title}: {len(history)} steps\nloss-curve shape: {found.shape} - "
+            f"{found.shape_evidence}\n\n" + table(("instrument", "start", "middle", "end"),
+                                                  rows)
+            + "\n(medians over the first, middle and last tenth of the recorded values; "
+              "counts of non-finite values are maxima)")
+
+
+def _thirds(series, count: bool) -> list[float]:
+    """Start, middle and end of a series, each summarised over a tenth of it: one noisy
+    step would mislead, and a count must not hide a single NaN."""
+    n, mid = max(1, len(series) // 10), len(series) // 2
+    windows = (series.iloc[:n], series.iloc[max(0, mid - n // 2):mid - n // 2 + n],
+               series.iloc[-n:])
+    return [float(w.max() if count else w.median()) for w in windows]
+
+
+def _column(history, column: str):
+    """A column without its gaps; a 'prefix/' takes the largest value across layers."""
+    if column.endswith("/"):
+        cols = [c for c in history.columns if c.startswith(column)]
+        return history[cols].max(axis=1).dropna() if cols else None
+    return history[column].dropna() if column in history.columns else None
+
+
+# --- report ---------------------------------------------------------------------------------
+
+def cmd_report(args) -> int:
+    """Write an offline HTML gallery: a map of the faults and one page each.
+
+    failurelab report --out lab-report
+    failurelab report --out r --seed 1 --faults huge_lr,dead_relu
+    """
+    from . import report
+
+    names = faults_from(args.faults) or list(catalogue.FAULTS)
+    started = time.perf_counter()
+    try:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create {args.out}: {err.strerror}") from None
+    with progress_bar("report") as update:
+        index = report.generate(args.out, names, seed=args.seed, steps=args.steps,
+                                workers=args.workers, progress=update)
+    print(f"wrote {index} ({len(names)} faults, {time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+# --- shared helpers -----------------------------------------------------------------------------
+
+def fault_named(name: str):
+    """The fault, or a UserError naming the closest match (the catalogue's own message)."""
+    try:
+        return get(name)
+    except KeyError as err:
+        raise UserError(err.args[0]) from None
+
+
+def faults_from(text: str | None) -> list[str] | None:
+    """'a,b' -> validated names; None when not given (meaning: the whole catalogue)."""
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UserError("--faults needs at least one name, e.g. --faults huge_lr,nan_in_data")
+    return list(dict.fromkeys(fault_named(n).name for n in names))
+
+
+def seeds_from(text: str) -> list[int]:
+    try:
+        return parse_seeds(text)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+
+
+@contextmanager
+def progress_bar(desc: str):
+    """A tqdm bar on stderr fed by `progress(done, total)` callbacks; silent off a terminal
+    and under CI, so logs and captured output stay clean."""
+    from tqdm import tqdm
+
+    quiet = not sys.stderr.isatty() or bool(os.environ.get("CI"))
+    with tqdm(desc=desc, unit="run", file=sys.stderr, disable=quiet, leave=False) as bar:
+        def update(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+        yield update
+
+
+def table(headers, rows) -> str:
+    """Left-aligned columns, two spaces apart, under a dashed rule."""
+    rows = [tuple(str(c) for c in r) for r in rows]
+    widths = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(str(h))
+              for i, h in enumerate(headers)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    return "\n".join([line(map(str, headers)), line("-" * w for w in widths),
+                      *(line(r) for r in rows)])
+
+
+def _mark(value: str, holds: bool) -> str:
+    return f"{value} {'✓' if holds else '✗'}"
+
+
+def _num(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+def _one_line(err: Exception) -> str:
+    return " ".join(str(err).split())
+
+
+def _write(save, path: str, what: str) -> None:
+    try:
+        save()
+    except (OSError, ValueError) as err:
+        raise UserError(f"cannot write the {what} to {path}: {_one_line(err)}") from None
+
+
+# --- the parser ---------------------------------------------------------------------------------
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected 1 or more, got 0")
+    return value
+
+
+# The handlers' docstrings are their help: a one-line description, then examples.
+COMMANDS = {"list": cmd_list, "run": cmd_run, "verify": cmd_verify, "diagnose": cmd_diagnose,
+            "mystery": cmd_mystery, "report": cmd_report}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Reproducible training-failure experiments on tiny PyTorch "
+                               "models.", epilog=f"run '{PROG} COMMAND --help' for examples")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parsers = {}
+    for name, handler in COMMANDS.items():
+        summary, _, examples = handler.__doc__.partition("\n")
+        p = sub.add_parser(name, help=summary, description=summary,
+                           epilog="examples:\n" + textwrap.indent(
+                               textwrap.dedent(examples).strip(), "  "),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.set_defaults(handler=handler, parser=p)
+        parsers[name] = p
+    _add_options(parsers)
+    return parser
+
+
+def _add_options(p: dict[str, argparse.ArgumentParser]) -> None:
+    p["run"].add_argument("name", metavar="NAME",
+                          help="a fault name (see 'failurelab list'), or 'tabular' / "
+                               "'sequence' for a healthy baseline alone")
+    p["run"].add_argument("--seed", type=_non_negative, default=0, help="default: 0")
+    p["run"].add_argument("--steps", type=_positive, help="optimizer steps (default: the "
+                                                          "recipe's, 300)")
+    p["run"].add_argument("--plot", metavar="PNG", help="write the comparison plot here")
+    p["run"].add_argument("--save", metavar="CSV", help="write the faulty run's history here")
+    p["verify"].add_argument("--seeds", default="0-9", help="e.g. 0-9 or 0,3,7 (default: 0-9)")
+    for name in ("verify", "report"):
+        p[name].add_argument("--faults", metavar="A,B", help="comma-separated fault names "
+                                                             "(default: all)")
+        p[name].add_argument("--workers", type=_positive,
+                             help="worker processes (default: one per core)")
+    p["diagnose"].add_argument("history", metavar="HISTORY.csv")
+    p["mystery"].add_argument("--seed", type=_non_negative,
+                              help="which mystery (default: a random one, printed)")
+    p["mystery"].add_argument("--reveal", action="store_true",
+                              help="name the fault (and grade --answer)")
+    p["mystery"].add_argument("--answer", metavar="NAME", help="your guess, graded by "
+                                                               "--reveal (exit 1 if wrong)")
+    p["report"].add_argument("--out", required=True, metavar="DIR",
+                             help="folder for index.html, the pages and the plots")
+    p["report"].add_argument("--seed", type=_non_negative, default=0, help="default: 0")
+    p["report"].add_argument("--steps", type=_positive, help="optimizer steps per run "
+                                                             "(default: the recipe's)")
 
 
 def main(argv: list[str] | None = None) -> int:
-    for task in ("tabular", "sequence"):
-        result = run(task)
-        summary = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                            for k, v in result.summary.items())
-        print(f"{task}: {summary}")
-    return 0
+    args, extra = build_parser().parse_known_args(argv)
+    if extra:  # reported by the subcommand, so its usage line is the one shown
+        args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        return args.handler(args)
+    except UserError as err:
+        print(f"{PROG} {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `failurelab list | head`: the reader left, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -88,7 +88,7 @@ class Diagnosis:
             lines.append(f"next experiment: {self.experiment}")
         if self.missing:
             lines.append(f"not recorded: {', '.join(self.missing)}")
-        if self.unchecked:
+        if self.unchecked and not self.causes:
             lines.append(f"not checkable without them: {', '.join(self.unchecked)}")
         lines.append(f"confidence: {self.confidence}")
         return "\n".join(lines)
@@ -101,7 +101,8 @@ def diagnose(history) -> Diagnosis:
     shape, evidence, alternative = _shape(values)
     fired, unchecked = _evaluate(history, values)
     causes = [(e.fault, e.score, e.sentence) for e in fired]
-    missing = [name for name, col in SHAPE_COLUMNS.items() if col not in history.columns]
+    missing = [name for name, col in SHAPE_COLUMNS.items() if col not in history.columns
+               and not (name == "padding" and values["input_is_tokens"] == 0)]
     if fired:  # other causes whose evidence is nearly as strong
         lookalikes = [e.fault for e in fired[1:] if fired[0].score - e.score < LOOKALIKE_GAP]
     elif shape != "healthy":  # an unexplained failure: untestable faults that fit it

@@ -260,12 +260,16 @@ def batches(runs, ax=None) -> Axes:
 # --- figures --------------------------------------------------------------------------
 
 def instrument_for(fault_name: str) -> str:
-    """The instrument that shows the fault's cause: that of its first signature condition."""
-    quantity = get_fault(fault_name).signature.conditions[0].quantity
-    if quantity not in INSTRUMENTS:
-        raise KeyError(f"{fault_name}: no instrument for quantity {quantity!r}; "
-                       f"add it to plots.INSTRUMENTS")
-    return INSTRUMENTS[quantity]
+    """The instrument that shows the fault's cause: that of the first signature condition
+    not read off the loss curve (the loss is already the left panel of `compare`);
+    the gradient norm when every condition is about the loss."""
+    for condition in get_fault(fault_name).signature.conditions:
+        if condition.quantity not in INSTRUMENTS:
+            raise KeyError(f"{fault_name}: no instrument for quantity "
+                           f"{condition.quantity!r}; add it to plots.INSTRUMENTS")
+        if INSTRUMENTS[condition.quantity] != "loss":
+            return INSTRUMENTS[condition.quantity]
+    return "gradients"
 
 
 def compare(baseline, faulty, fault=None, instrument=None) -> Figure:

@@ -26,15 +26,16 @@ COLUMNS = ["kind", "fault", "task", "seed", "fired", "score", "evidence", "value
            "wall_time"]
 
 
-def _job(kind: str, name: str, seed: int) -> list[dict]:
-    """One run; for a fault its own signature, for a baseline every signature of its task."""
+def _job(kind: str, name: str, seed: int, against: tuple[str, ...] = ()) -> list[dict]:
+    """One run; for a fault its own signature, for a baseline every signature in `against`
+    that belongs to its task."""
     if kind == "fault":
         fault = get(name)
         result = run(fault.inject(baseline(fault.task)), seed=seed)
         checked = [fault]
     else:
         result = run(baseline(name), seed=seed)
-        checked = [f for f in catalogue.FAULTS.values() if f.task == name]
+        checked = [get(n) for n in against if get(n).task == name]
     cache: dict[str, float] = {}
     rows = []
     for fault in checked:
@@ -66,7 +67,7 @@ def verify(faults: Iterable[str] | None = None, seeds: Iterable[int] = range(10)
     seeds = list(seeds)
     tasks = sorted({get(n).task for n in names})
     jobs = [("fault", n, s) for n in names for s in seeds]
-    jobs += [("baseline", t, s) for t in tasks for s in seeds]
+    jobs += [("baseline", t, s, tuple(names)) for t in tasks for s in seeds]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     rows: list[dict] = []
     if workers <= 1:

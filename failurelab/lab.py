@@ -1,0 +1,96 @@
+"""One experiment of the course, as the notebooks use it: a fault beside its baseline.
+
+`experiment("huge_lr")` runs the healthy baseline and the faulty recipe with the same
+seed; its methods run the distinguishing experiment and the fix and report what the
+telemetry measured, so that every notebook section is a handful of one-line cells.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .faults import Fault, check, get
+from .recipes import Recipe, baseline, diff
+from .runs import Run
+from .signatures import Evidence, _fmt
+from .train import run
+
+
+@functools.lru_cache(maxsize=128)
+def _cached(recipe: Recipe, seed: int) -> Run:
+    """Runs are deterministic, so a notebook's baselines are computed once."""
+    return run(recipe, seed=seed)
+
+
+@dataclass(frozen=True)
+class Followup:
+    """A single-factor follow-up run (distinguishing experiment or fix) and its verdict."""
+
+    kind: str  # "distinguishing experiment" or "fix"
+    change: dict[str, tuple]  # recipe fields changed from the faulty recipe
+    run: Run
+    evidence: Evidence  # what the follow-up's run measurably showed
+    passed: bool  # did it show what the catalogue says it should?
+
+    def __str__(self) -> str:
+        changed = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in self.change.items())
+        mark = "as documented" if self.passed else "NOT as documented"
+        return f"{self.kind} ({changed}): {self.evidence.sentence} [{mark}]"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A fault's run beside the healthy baseline of its task, with the same seed."""
+
+    fault: Fault
+    seed: int
+    baseline: Run
+    faulty: Run
+
+    def check(self) -> Evidence:
+        """Assert the fault's signature on the faulty run (AssertionError otherwise)."""
+        return check(self.faulty, self.fault.name)
+
+    def signature(self) -> pd.DataFrame:
+        """Each signature condition: threshold, the faulty run's and the baseline's value."""
+        rows = []
+        for c in self.fault.signature.conditions:
+            values = [self.fault.evidence(r.history).values[c.quantity]
+                      for r in (self.faulty, self.baseline)]
+            rows.append({"quantity": c.label, "threshold": ("≥ " if c.above else "≤ ")
+                         + _fmt(c.threshold), "faulty": _fmt(values[0]),
+                         "baseline": _fmt(values[1])})
+        return pd.DataFrame(rows)
+
+    def plot(self, instrument: str | None = None):
+        """Loss and the instrument that proves the cause, baseline and fault overlaid."""
+        from .plots import compare
+
+        return compare(self.baseline, self.faulty, fault=self.fault.name,
+                       instrument=instrument)
+
+    def distinguish(self) -> Followup:
+        """Run the distinguishing experiment and measure its documented outcome."""
+        probe = self.fault.distinguishing(self.faulty.recipe)
+        result = _cached(probe, self.seed)
+        outcome = self.fault.outcome.evaluate(self.fault.name, result.history)
+        return Followup("distinguishing experiment", diff(self.faulty.recipe, probe), result,
+                        outcome, outcome.fired)
+
+    def fix(self) -> Followup:
+        """Apply the fix: the fault's signature must be gone from the new run."""
+        repaired = self.fault.apply_fix(self.faulty.recipe)
+        result = _cached(repaired, self.seed)
+        evidence = self.fault.evidence(result.history)
+        return Followup("fix", diff(self.faulty.recipe, repaired), result, evidence,
+                        not evidence.fired)
+
+
+def experiment(name: str, seed: int = 0) -> Experiment:
+    """Run fault `name` and its task's healthy baseline with the same seed."""
+    fault = get(name)
+    base = baseline(fault.task)
+    return Experiment(fault, seed, _cached(base, seed), _cached(fault.inject(base), seed))

@@ -1,0 +1,249 @@
+"""The `failurelab` command, run as a user runs it: a subprocess with its exit status,
+stdout and stderr.  Each subprocess pays ~3 s of importing torch, so edge cases (bad
+options, missing files, grading) call `main` in-process; few seeds and short runs keep
+the whole file near half a minute."""
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+import failurelab as fl
+from failurelab.cli import main
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+ENV.pop("CI", None)  # progress bars must stay off because stderr is a pipe, not because of CI
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+FAST_FAULTS = "nan_in_data,fp16_overflow"  # both stop at their first NaN: cheap runs
+
+
+def failurelab(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "failurelab", *map(str, args)], env=ENV,
+                          capture_output=True, text=True, cwd=cwd, timeout=180)
+
+
+def in_process(capsys, *args):
+    """(exit status, stdout, stderr) of `main`, as the console script would exit."""
+    try:
+        status = main([str(a) for a in args])
+    except SystemExit as exit_:  # argparse's usage errors
+        status = exit_.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.fixture(scope="module")
+def huge_lr(tmp_path_factory):
+    """One `run` with every output option; several tests read what it wrote."""
+    out = tmp_path_factory.mktemp("run")
+    result = failurelab("run", "huge_lr", "--steps", 60, "--plot", out / "cmp.png",
+                        "--save", out / "huge_lr.csv")
+    return result, out
+
+
+@pytest.fixture(scope="module")
+def verify():
+    return failurelab("verify", "--seeds", "0-1", "--faults", FAST_FAULTS)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    result = failurelab("report", "--out", out, "--faults", "huge_lr,nan_in_data,dead_relu",
+                        "--steps", 60)
+    return result, out
+
+
+# --- list, run, diagnose ------------------------------------------------------------------
+
+def test_list_shows_every_fault_with_its_family_and_task():
+    result = failurelab("list")
+    assert result.returncode == 0, result.stderr
+    for name, fault in fl.FAULTS.items():
+        line = next(l for l in result.stdout.splitlines() if l.startswith(name + " "))
+        assert fault.family in line and fault.task in line
+
+
+def test_run_prints_the_signature_beside_the_baseline_and_the_check_verdict(huge_lr):
+    result, _ = huge_lr
+    assert result.returncode == 0, result.stderr
+    assert "Learning rate 30x too large" in result.stdout
+    assert "update ratio of the first steps" in result.stdout
+    assert "check: reproduced" in result.stdout
+    assert "diagnosis of the huge_lr run" in result.stdout and "shape:" in result.stdout
+
+
+def test_run_writes_a_png_plot(huge_lr):
+    _, out = huge_lr
+    assert (out / "cmp.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_the_saved_history_round_trips_through_read_history(huge_lr):
+    _, out = huge_lr
+    saved = fl.read_history(out / "huge_lr.csv")
+    fresh = fl.run("huge_lr", steps=60).history
+    pd.testing.assert_series_equal(saved["loss"], fresh["loss"], check_dtype=False)
+
+
+def test_run_of_a_task_name_runs_its_baseline_alone(capsys, tmp_path):
+    status, out, _ = in_process(capsys, "run", "sequence", "--steps", 20, "--plot",
+                                tmp_path / "overview.png")
+    assert status == 0
+    assert "sequence baseline" in out and "final_loss" in out
+    assert (tmp_path / "overview.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_diagnose_reads_a_saved_history_and_names_its_cause(huge_lr):
+    _, out = huge_lr
+    result = failurelab("diagnose", out / "huge_lr.csv")
+    assert result.returncode == 0, result.stderr
+    assert "cause: huge_lr" in result.stdout
+
+
+@pytest.mark.parametrize("content", [None, "not,a\nhistory,at all\n", "\x00\x01garbage"])
+def test_diagnose_of_a_missing_or_corrupt_file_is_one_line_and_status_2(capsys, tmp_path,
+                                                                        content):
+    path = tmp_path / "history.csv"
+    if content is not None:
+        path.write_text(content)
+    status, _, err = in_process(capsys, "diagnose", path)
+    assert status == 2
+    assert len(err.strip().splitlines()) == 1 and str(path) in err
+
+
+# --- verify -----------------------------------------------------------------------------------
+
+def test_verify_prints_the_table_and_exits_0_when_everything_reproduces(verify):
+    result = verify
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"^nan_in_data\s+2/2\s+0\s+\S+\s+yes$", result.stdout, re.M)
+    assert re.search(r"^fp16_overflow\s+2/2\s+0\s+\S+\s+yes$", result.stdout, re.M)
+    assert "no baseline false alarm" in result.stdout
+    assert "huge_lr" not in result.stdout  # only the faults asked for
+
+
+def test_verify_draws_no_progress_bar_when_stderr_is_not_a_terminal(verify):
+    assert verify.returncode == 0
+    assert verify.stderr == ""  # tqdm writes "\r...%|" to stderr when it is enabled
+
+
+# --- report -----------------------------------------------------------------------------------
+
+def test_report_writes_an_index_and_a_page_per_fault(report):
+    result, out = report
+    assert result.returncode == 0, result.stderr
+    index = (out / "index.html").read_text()
+    for name in ("huge_lr", "nan_in_data", "dead_relu"):
+        assert f'href="{name}.html"' in index
+        assert (out / f"{name}.html").exists()
+
+
+def test_every_card_references_its_own_png_and_the_file_exists(report):
+    _, out = report
+    for page in out.glob("*.html"):
+        for image in re.findall(r'<img src="([^"]+)"', page.read_text()):
+            assert "/" not in image  # relative, next to the page
+            assert (out / image).read_bytes()[:8] == PNG_MAGIC
+    assert len(list(out.glob("*.png"))) == 3
+
+
+def test_report_cards_show_the_worksheet_the_signature_and_the_diagnosis(report):
+    _, out = report
+    page = (out / "dead_relu.html").read_text()
+    fault = fl.FAULTS["dead_relu"]
+    for text in (fault.symptom, fault.fix, fault.signature.conditions[0].label):
+        assert _html(text) in page
+    assert "Diagnosis of the faulty run" in page and "shape:" in page
+
+
+def test_report_is_offline_no_script_and_no_network_references(report):
+    _, out = report
+    for page in out.glob("*.html"):
+        text = page.read_text().lower()
+        assert "<script" not in text and "http" not in text and "@import" not in text
+
+
+def _html(text: str) -> str:
+    import html
+    return html.escape(text)
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+def test_an_unknown_fault_is_one_line_naming_the_closest_match_without_a_traceback():
+    result = failurelab("run", "hugelr")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert "Did you mean 'huge_lr'?" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [("verify", "--faults", "hugelr"),
+                                  ("report", "--out", "r", "--faults", "huge_lr,hugelr"),
+                                  ("mystery", "--seed", "1", "--reveal", "--answer", "hugelr")])
+def test_every_command_refuses_an_unknown_fault_before_any_work(capsys, args, tmp_path,
+                                                                 monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    status, _, err = in_process(capsys, *args)
+    assert status == 2
+    assert err.count("\n") == 1 and "Did you mean 'huge_lr'?" in err
+    assert not (tmp_path / "r").exists()  # nothing is written before the names check out
+
+
+def test_a_bad_option_is_a_usage_error_with_status_2():
+    result = failurelab("verify", "--bogus")
+    assert result.returncode == 2
+    assert "usage: failurelab verify" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [("run",), ("run", "huge_lr", "--steps", "ten"),
+                                  ("run", "huge_lr", "--seed", "-1"), ("report",),
+                                  ("frobnicate",), ()])
+def test_missing_or_malformed_arguments_are_usage_errors(capsys, args):
+    status, _, err = in_process(capsys, *args)
+    assert status == 2 and "usage: failurelab" in err
+
+
+@pytest.mark.parametrize("seeds", ["9-0", "0-x", ""])
+def test_a_bad_seed_range_is_one_line_with_status_2(capsys, seeds):
+    status, _, err = in_process(capsys, "verify", "--seeds", seeds)
+    assert status == 2
+    assert err.count("\n") == 1 and "seeds" in err
+
+
+def test_every_command_has_help_with_examples(capsys):
+    for command in ("list", "run", "verify", "diagnose", "mystery", "report"):
+        status, out, _ = in_process(capsys, command, "--help")
+        assert status == 0 and "examples:" in out and f"failurelab {command}" in out
+
+
+# --- mystery ------------------------------------------------------------------------------------
+
+needs_mystery = pytest.mark.skipif(importlib.util.find_spec("failurelab.mystery") is None,
+                                   reason="failurelab.mystery has not landed yet")
+
+
+@needs_mystery
+def test_a_blind_mystery_shows_telemetry_but_not_its_fault():
+    from failurelab.mystery import pick
+
+    seed = 9
+    blind = failurelab("mystery", "--seed", seed)
+    assert blind.returncode == 0, blind.stderr
+    assert "loss-curve shape" in blind.stdout and "training loss" in blind.stdout
+    assert pick(seed) not in blind.stdout and "cause" not in blind.stdout
+
+
+@needs_mystery
+def test_the_reveal_names_the_fault_and_grades_the_answer(capsys):
+    from failurelab.mystery import pick
+
+    fault = pick(9)
+    status, out, _ = in_process(capsys, "mystery", "--seed", 9, "--reveal", "--answer", fault)
+    assert status == 0 and fault in out and "correct" in out
+    wrong = next(n for n in fl.FAULTS if n != fault)
+    status, out, _ = in_process(capsys, "mystery", "--seed", 9, "--reveal", "--answer", wrong)
+    assert status == 1 and "not it" in out
