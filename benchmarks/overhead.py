@@ -16,7 +16,6 @@ import argparse
 import time
 
 import torch
-from torch import nn
 
 import failurelab as fl
 

@@ -5,6 +5,7 @@ from .alerts import Alert, alerts
 from .catalogue import FAULTS
 from .diagnosis import Diagnosis, diagnose
 from .faults import Fault, check, inject
+from .grading import answer_key, grade
 from .lab import Experiment, Followup, experiment
 from .lr_range import LRRangeResult, lr_range_test
 from .monitor import Monitor
@@ -12,11 +13,12 @@ from .mystery import Mystery, Reveal, mystery, reveal
 from .recipes import Recipe, baseline, diff, parse_seeds
 from .runs import Run, read_history, save_history
 from .train import Parts, build, run
-from .worksheet import PredictionLocked, Worksheet, answer_key, grade
+from .worksheet import PredictionLocked, Worksheet
 
 __all__ = [
-    "FAULTS", "Alert", "Diagnosis", "Experiment", "Fault", "Followup", "LRRangeResult", "Monitor", "Mystery", "Parts",
-    "PredictionLocked", "Recipe", "Reveal", "Run", "Worksheet", "alerts", "answer_key",
-    "baseline", "build", "check", "diagnose", "diff", "experiment", "grade", "inject", "lr_range_test",
-    "mystery", "parse_seeds", "plots", "read_history", "reveal", "run", "save_history",
+    "FAULTS", "Alert", "Diagnosis", "Experiment", "Fault", "Followup", "LRRangeResult",
+    "Monitor", "Mystery", "Parts", "PredictionLocked", "Recipe", "Reveal", "Run",
+    "Worksheet", "alerts", "answer_key", "baseline", "build", "check", "diagnose", "diff",
+    "experiment", "grade", "inject", "lr_range_test", "mystery", "parse_seeds", "plots",
+    "read_history", "reveal", "run", "save_history",
 ]

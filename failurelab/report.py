@@ -241,7 +241,7 @@ def _status(card: Card) -> str:
 def render_index(cards: list[Card]) -> str:
     """The map (loss shape x field phenomenon) and a table of every fault."""
     seed = cards[0].seed if cards else 0
-    body = [f"<h1>failurelab: the fault catalogue</h1>",
+    body = ["<h1>failurelab: the fault catalogue</h1>",
             f'<p class="meta">{len(cards)} faults, each run beside its task\'s healthy '
             f"baseline with seed {seed}. ✓: the faulty run shows its signature and the "
             f"baseline does not.</p>", "<h2>Map: loss shape × field phenomenon</h2>",
