@@ -164,11 +164,8 @@ def cmd_mystery(args) -> int:
     failurelab mystery --seed 7
     failurelab mystery --seed 7 --reveal --answer huge_lr
     """
-    try:
-        from .mystery import mystery, reveal
-    except ImportError:
-        raise UserError("mystery runs are not available yet: failurelab.mystery is not "
-                        "installed in this version") from None
+    from .mystery import mystery, reveal
+
     if args.answer is not None and not args.reveal:
         raise UserError("--answer needs --reveal (e.g. --seed 7 --reveal --answer huge_lr)")
     if args.reveal:
@@ -181,55 +178,17 @@ def cmd_mystery(args) -> int:
         return 1 if args.answer is not None and not result.correct else 0
     seed = args.seed if args.seed is not None else secrets.randbelow(MYSTERY_SEEDS)
     m = mystery(seed)
-    print(telemetry(m.history, f"mystery run, seed {m.seed} ({m.task} task)"))
+    found = diagnose(m.history)
+    print(f"mystery run, seed {m.seed} ({m.task} task): {len(m.history)} steps\n"
+          f"loss-curve shape: {found.shape} - {found.shape_evidence}\n")
+    print(table(("instrument", "start", "middle", "end"),
+                [(r.instrument, *map(_num, (r.start, r.middle, r.end)))
+                 for r in m.readout().itertuples()]))
+    print("(medians over the first, middle and last tenth of the recorded values; counts "
+          "of non-finite values are maxima)")
     print(f"\nWhich fault is it? Check with: {PROG} mystery --seed {m.seed} --reveal "
           f"--answer NAME   (names: {PROG} list)")
     return 0
-
-
-INSTRUMENTS = (("loss", "training loss"), ("val_loss", "validation loss"),
-               ("val_acc", "validation accuracy"), ("grad_norm", "gradient norm"),
-               ("grad_cosine", "gradient cosine"), ("update_ratio", "update ratio"),
-               ("weight_norm", "weight norm"), ("zero_grad_frac", "share of zero gradients"),
-               ("saturated_frac/", "saturated share (worst layer)"),
-               ("dead_frac/", "dead ReLU share (worst layer)"),
-               ("input_absmax", "largest |input|"), ("input_std_ratio", "feature std spread"),
-               ("input_nonfinite", "non-finite inputs"), ("label_purity", "main class share"),
-               ("batch_size", "batch size"), ("pad_attention", "attention on pads"),
-               ("t_data", "data time (s/step)"), ("nonfinite", "non-finite values"))
-
-
-def telemetry(history, title: str) -> str:
-    """What a student reads before guessing: the loss-curve shape (as `diagnose` names
-    it, without its causes) and each instrument over the first, middle and last tenth."""
-    found = diagnose(history)
-    rows = []
-    for column, label in INSTRUMENTS:
-        series = _column(history, column)
-        if series is not None and len(series):
-            rows.append((label, *(_num(v) for v in _thirds(series, "nonfinite" in column))))
-    return (f"{title}: {len(history)} steps\nloss-curve shape: {found.shape} - "
-            f"{found.shape_evidence}\n\n" + table(("instrument", "start", "middle", "end"),
-                                                  rows)
-            + "\n(medians over the first, middle and last tenth of the recorded values; "
-              "counts of non-finite values are maxima)")
-
-
-def _thirds(series, count: bool) -> list[float]:
-    """Start, middle and end of a series, each summarised over a tenth of it: one noisy
-    step would mislead, and a count must not hide a single NaN."""
-    n, mid = max(1, len(series) // 10), len(series) // 2
-    windows = (series.iloc[:n], series.iloc[max(0, mid - n // 2):mid - n // 2 + n],
-               series.iloc[-n:])
-    return [float(w.max() if count else w.median()) for w in windows]
-
-
-def _column(history, column: str):
-    """A column without its gaps; a 'prefix/' takes the largest value across layers."""
-    if column.endswith("/"):
-        cols = [c for c in history.columns if c.startswith(column)]
-        return history[cols].max(axis=1).dropna() if cols else None
-    return history[column].dropna() if column in history.columns else None
 
 
 # --- report ---------------------------------------------------------------------------------

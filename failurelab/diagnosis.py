@@ -163,6 +163,7 @@ def _holds_where_measured(fault, ev) -> bool:
 def _shape(q: dict[str, float]) -> tuple[str, str, str | None]:
     """The course's loss-curve taxonomy, decided by the first rule that applies."""
     progress, peak = q["loss_progress"], q["loss_peak_ratio"]
+    progress = 0.0 if abs(progress) < 0.005 else progress  # no "-0%" in the evidence
     swing, spread, rise = q["loss_swing"], q["loss_end_spread"], q["val_loss_rise"]
     if q["nonfinite_losses"] > 0:
         if peak >= STEP_PEAK:

@@ -29,6 +29,18 @@ from .worksheet import Worksheet, check_cause
 
 KEY_PREFIX = "mystery-"  # worksheet experiment names: "mystery-7"
 
+# What a student may read, by column (a "prefix/" takes the worst layer).
+INSTRUMENTS = (("loss", "training loss"), ("val_loss", "validation loss"),
+               ("val_acc", "validation accuracy"), ("grad_norm", "gradient norm"),
+               ("grad_cosine", "gradient cosine"), ("update_ratio", "update ratio"),
+               ("weight_norm", "weight norm"), ("zero_grad_frac", "share of zero gradients"),
+               ("saturated_frac/", "saturated share (worst layer)"),
+               ("dead_frac/", "dead ReLU share (worst layer)"),
+               ("input_absmax", "largest |input|"), ("input_std_ratio", "feature std spread"),
+               ("input_nonfinite", "non-finite inputs"), ("label_purity", "main class share"),
+               ("batch_size", "batch size"), ("pad_attention", "attention on pads"),
+               ("t_data", "data time (s/step)"), ("nonfinite", "non-finite values"))
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Mystery:
@@ -46,6 +58,37 @@ class Mystery:
 
     def __repr__(self) -> str:
         return f"Mystery(seed={self.seed}, task={self.task!r}, key={self.key!r})"
+
+    def readout(self) -> pd.DataFrame:
+        """Each instrument at the start, middle and end of the run (see `readout`)."""
+        return readout(self.history)
+
+
+def readout(history: pd.DataFrame) -> pd.DataFrame:
+    """What a student reads before guessing: every recorded instrument summarised over
+    the first, middle and last tenth of its values (medians: one noisy step would
+    mislead; counts of non-finite values are maxima, so a single NaN is not hidden)."""
+    rows = []
+    for column, label in INSTRUMENTS:
+        series = _column(history, column)
+        if series is not None and len(series):
+            rows.append((label, *_tenths(series, "nonfinite" in column)))
+    return pd.DataFrame(rows, columns=["instrument", "start", "middle", "end"])
+
+
+def _tenths(series: pd.Series, count: bool) -> list[float]:
+    n, mid = max(1, len(series) // 10), len(series) // 2
+    windows = (series.iloc[:n], series.iloc[max(0, mid - n // 2):mid - n // 2 + n],
+               series.iloc[-n:])
+    return [float(w.max() if count else w.median()) for w in windows]
+
+
+def _column(history: pd.DataFrame, column: str) -> pd.Series | None:
+    """A column without its gaps; a 'prefix/' takes the largest value across layers."""
+    if column.endswith("/"):
+        cols = [c for c in history.columns if c.startswith(column)]
+        return history[cols].max(axis=1).dropna() if cols else None
+    return history[column].dropna() if column in history.columns else None
 
 
 @dataclass(frozen=True)
