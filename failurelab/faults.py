@@ -1,5 +1,5 @@
 """Faults as data: teaching text, a pure edit of a recipe, its fix, its distinguishing
-experiment and its signature.  The catalogue itself lives in `catalogue.py`."""
+experiment and its signature.  The catalogue itself lives in the `catalogue` package."""
 
 from __future__ import annotations
 

@@ -1,0 +1,106 @@
+"""Activation faults: units that saturate or die, and initialisation scale."""
+
+from __future__ import annotations
+
+from ..faults import Fault
+from ..signatures import Condition as C
+from ..signatures import Signature
+from .conditions import INPUTS_SCALED, LEARNS, STUCK, _lr
+
+SATURATED_SIGMOID = Fault(
+    name="saturated_sigmoid",
+    title="Sigmoid inputs saturated by an oversized init",
+    family="activation", task="tabular", shape="plateau", phenomenon="B",
+    symptom="Most sigmoid outputs sit within 0.01 of 0 or 1, the first layer's "
+            "gradient is a small fraction of the next layer's, and the loss creeps "
+            "down and stalls well above the baseline's.",
+    cause="The weights feeding the sigmoid start 30x too large, so its inputs are "
+          "tens of units from zero. The sigmoid's slope there is below 0.01, so "
+          "almost no gradient gets back through it: the first layer barely learns "
+          "and the later layers must make do with nearly binary features.",
+    experiment="The inputs are already standardised, so the scale comes from the "
+               "weights: re-initialise only the sigmoid layer at PyTorch's default "
+               "scale. The saturated share drops below 5% and the first layer's "
+               "gradient recovers.",
+    fix="Keep the default (fan-in scaled) initialisation for layers that feed "
+        "saturating activations, or use a non-saturating activation.",
+    edit=lambda r: r.replace(sigmoid_gain=30.0),
+    repair=lambda r: r.replace(sigmoid_gain=1.0),
+    probe=lambda r: r.replace(sigmoid_gain=1.0),
+    signature=Signature((
+        C("saturation_median", True, 0.5, "median saturated share",
+          "half the sigmoid outputs pass < 1% of the gradient; the baseline has "
+          "under 0.2% saturated", log=False, unit=0.1),
+        INPUTS_SCALED,
+        LEARNS,
+    ), "sigmoid units are saturated by their own weights, not by the inputs"),
+    outcome=Signature((
+        C("saturation_median", False, 0.05, "median saturated share",
+          "at the default scale sigmoids work in their linear range", log=False,
+          unit=0.05),
+    ), "at the default init scale the sigmoids leave saturation"),
+)
+
+DEAD_RELU = Fault(
+    name="dead_relu",
+    title="ReLU units dead from the start",
+    family="activation", task="tabular", shape="plateau", phenomenon="B",
+    symptom="Every ReLU unit outputs 0 for every sample from the very first step; "
+            "over 99% of gradient entries are exactly 0 and the loss sits at "
+            "chance level.",
+    cause="The bias feeding the ReLU layer starts at -10, far below what the "
+          "weighted inputs can reach, so no unit ever turns on. A ReLU that is off "
+          "passes exactly zero gradient, so nothing behind it can learn its way "
+          "out: only the output bias moves.",
+    experiment="Multiply the learning rate by 10: nothing changes, because exactly "
+               "zero gradient times any rate is still zero. A too-small rate would "
+               "respond.",
+    fix="Initialise ReLU biases at 0 (or slightly positive), or use a leaky "
+        "activation, and watch the dead share from step 0.",
+    edit=lambda r: r.replace(relu_bias=-10.0),
+    repair=lambda r: r.replace(relu_bias=0.0),
+    probe=_lr(10),
+    signature=Signature((
+        C("dead_start", True, 0.99, "dead ReLU share at step 0",
+          "every unit off for a whole batch at initialisation; a healthy layer has "
+          "20-40% off, and units that die later point to large updates instead",
+          log=False, unit=0.01),
+    ), "the ReLU layer is dead from initialisation - check its bias and init"),
+    outcome=Signature((STUCK, C("zero_grad_median", True, 0.99,
+                                "median share of zero gradients",
+                                "still exactly zero gradient everywhere",
+                                log=False, unit=0.01)),
+                      "a larger rate changes nothing: the gradient is exactly zero"),
+)
+
+BAD_INIT = Fault(
+    name="bad_init",
+    title="Weights initialised 10x too large",
+    family="activation", task="tabular", shape="healthy", phenomenon=None,
+    symptom="The very first loss is 7 to 20 instead of ln 3 = 1.1: the fresh model "
+            "makes confident, random predictions (logit std above 3) and saturates "
+            "two-fifths of its sigmoids; training recovers but ends less accurate.",
+    cause="Every weight matrix starts 10x larger than its fan-in scaled default "
+          "(similar to using std-1 normal init), so pre-activations and logits are "
+          "10x too large from the start. A well-scaled classifier starts near "
+          "uniform predictions with loss near ln K.",
+    experiment="Divide the learning rate by 10: the first loss is just as high, "
+               "because it is measured before any update. It is the init, not the "
+               "rate.",
+    fix="Keep fan-in scaled (Kaiming/Xavier) initialisation, and check the loss at "
+        "step 0 against ln K before training.",
+    edit=lambda r: r.replace(init_scale=10.0),
+    repair=lambda r: r.replace(init_scale=1.0),
+    probe=_lr(0.1),
+    signature=Signature((
+        C("output_scale_start", True, 3, "logit std at step 0",
+          "a fresh classifier's logits should be O(1) or smaller (baseline 0.05): "
+          "std 3 means some classes start e^3 = 20x likelier for no reason"),
+    ), "the model starts out confidently wrong - check the initialisation scale"),
+    outcome=Signature((
+        C("output_scale_start", True, 3, "logit std at step 0",
+          "unchanged: step 0 comes before any update"),
+    ), "the rate changes nothing at step 0: it is the initialisation"),
+)
+
+FAULTS = (SATURATED_SIGMOID, DEAD_RELU, BAD_INIT,)

@@ -1,0 +1,251 @@
+"""Data faults: what the model is fed (labels, scales, missing values, order, amount)."""
+
+from __future__ import annotations
+
+from ..faults import Fault
+from ..signatures import Condition as C
+from ..signatures import Signature
+from .conditions import CALM, FINITE, GRADIENTS_FLOW, INPUTS_SCALED, LEARNS, MOVING, STUCK, WEIGHTS_KEPT, _lr
+
+SHUFFLED_LABELS = Fault(
+    name="shuffled_labels",
+    title="Labels shuffled: they no longer belong to their samples",
+    family="data", task="tabular", shape="plateau", phenomenon="B",
+    symptom="The loss stays at chance level (about ln 3 for 3 classes) although "
+            "gradients, updates, activations and inputs all look normal; validation "
+            "accuracy stays near chance.",
+    cause="A join or a sort broke the pairing of samples and labels, so the labels "
+          "carry no information about the inputs. The optimizer works, but the best "
+          "it can do is predict the class frequencies.",
+    experiment="Small-batch overfit test: train on 64 samples only. The model "
+               "memorises them (training loss near 0) yet validation stays at "
+               "chance: model and code can learn, the labels cannot be learned.",
+    fix="Restore the sample-label pairing (join on a key, never on row order) and "
+        "spot-check a few samples against their labels.",
+    edit=lambda r: r.replace(labels="shuffled"),
+    repair=lambda r: r.replace(labels="aligned"),
+    probe=lambda r: r.replace(n_train=64),
+    signature=Signature((STUCK, CALM, FINITE, MOVING, GRADIENTS_FLOW, INPUTS_SCALED,
+                         WEIGHTS_KEPT,
+                         C("pad_attention_median", False, 0.5, "attention on pads",
+                           "the model reads its real tokens (checked for sequences)",
+                           log=False, unit=0.05, required=False)),
+                        "the optimizer moves and gradients flow, yet nothing is "
+                        "learned: check that labels belong to their samples"),
+    outcome=Signature((
+        C("loss_end", False, 0.1, "final training loss",
+          "64 samples are memorised: the loss falls far below chance (1.1)"),
+        C("val_acc_best", False, 0.5, "best validation accuracy",
+          "what was memorised does not generalise", log=False, unit=0.05),
+    ), "the model memorises a small batch, so the labels are the problem"),
+)
+
+NO_INPUT_NORM = Fault(
+    name="no_input_norm",
+    title="Inputs not standardised",
+    family="data", task="tabular", shape="plateau", phenomenon="B",
+    symptom="Batch inputs span values in the thousands next to values near 1e-3; "
+            "the sigmoid layer saturates completely and the loss never leaves "
+            "chance level.",
+    cause="The amount feature is in cents (thousands) while another is a rate of "
+          "order 1e-3. Without standardisation the amount dominates every "
+          "pre-activation, drives the sigmoids into saturation, and the features "
+          "that matter at small scale are invisible.",
+    experiment="Standardise the features with the training mean and std, changing "
+               "nothing else: saturation disappears and the loss falls like the "
+               "baseline's.",
+    fix="Standardise every feature with statistics computed on the training split "
+        "only, and apply the same transform to validation data.",
+    edit=lambda r: r.replace(normalize_inputs=False),
+    repair=lambda r: r.replace(normalize_inputs=True),
+    probe=lambda r: r.replace(normalize_inputs=True),
+    signature=Signature((
+        C("input_scale_spread", True, 100, "input std spread",
+          "per-feature spreads 100x apart leave the small-scale features invisible "
+          "next to the large one; standardised inputs are within ~1.4x"),
+        C("loss_progress", False, 0.5, "loss progress",
+          "and training is impaired: less than half the loss removed", log=False,
+          unit=0.1),
+        FINITE,
+    ), "features on wildly different scales - standardise the inputs"),
+    outcome=Signature((LEARNS, C("saturation_median", False, 0.05,
+                                 "median saturated share",
+                                 "standardised inputs keep sigmoids unsaturated",
+                                 log=False, unit=0.05)),
+                      "standardising the inputs alone restores learning"),
+)
+
+NAN_IN_DATA = Fault(
+    name="nan_in_data",
+    title="Missing values in the raw data",
+    family="data", task="tabular", shape="nonfinite", phenomenon="C",
+    symptom="Training runs normally, then the loss turns NaN at an unpredictable "
+            "early step; the input batch of that very step contains a NaN.",
+    cause="Five rows have an empty amount field, parsed as NaN. Standardising with "
+          "NaN-skipping statistics lets them through untouched; any batch that "
+          "contains one produces a NaN output, loss and gradient, and one update "
+          "with NaN gradients poisons every weight.",
+    experiment="Impute the missing amounts with the training median before "
+               "standardising, changing nothing else: the run finishes with a "
+               "finite loss. NaN from a too-large rate or an fp16 overflow would "
+               "not care about imputation.",
+    fix="Validate inputs at load time: count NaN/Inf per column, then drop or impute "
+        "(with training statistics) before training.",
+    edit=lambda r: r.replace(nan_rows=5),
+    repair=lambda r: r.replace(impute_missing=True),
+    probe=lambda r: r.replace(impute_missing=True),
+    signature=Signature((
+        C("input_nonfinite_total", True, 0.5, "non-finite input values",
+          "one NaN input is enough to make its batch's loss NaN; clean data have 0",
+          log=False),
+        C("nonfinite_losses", True, 0.5, "non-finite losses",
+          "and the loss did become NaN", log=False),
+    ), "NaN arrived with the input batch - check the data for missing values"),
+    outcome=Signature((
+        C("nonfinite_losses", False, 0.5, "non-finite losses",
+          "after imputation the loss stays finite to the end", log=False),
+    ), "with the missing values imputed the loss stays finite"),
+)
+
+NO_SHUFFLE = Fault(
+    name="no_shuffle",
+    title="Data not shuffled (stored sorted by class)",
+    family="data", task="tabular", shape="stepwise", phenomenon="A",
+    symptom="Every batch holds a single class; each time the stream moves on to "
+            "the next class the loss jumps to several times its starting value, then "
+            "falls again within the block, and the run ends worse than it started.",
+    cause="The records are stored class by class and the loader walks them in "
+          "order. Each block of batches teaches 'always predict this class', which "
+          "the next block punishes: the model chases the current class instead of "
+          "learning to separate them.",
+    experiment="Divide the learning rate by 10: the swings shrink but the run still "
+               "learns nothing useful, because every batch still holds one class. A "
+               "rate problem would be cured.",
+    fix="Shuffle every epoch (DataLoader(shuffle=True) or a RandomSampler), and "
+        "check the label mix of a few batches.",
+    edit=lambda r: r.replace(shuffle=False),
+    repair=lambda r: r.replace(shuffle=True),
+    probe=_lr(0.1),
+    signature=Signature((
+        C("label_purity_median", True, 0.99, "median share of the batch's main class",
+          "a shuffled batch of 64 from 3 balanced classes is ~40% one class; 99% "
+          "means batches hold one class", log=False, unit=0.05),
+        C("loss_peak_ratio", True, 1.5, "loss peak over start",
+          "and the loss swings well above where it started"),
+    ), "each batch holds one class - is the data shuffled?"),
+    outcome=Signature((
+        C("label_purity_median", True, 0.99, "median share of the batch's main class",
+          "still one class per batch", log=False, unit=0.05),
+        C("val_acc_best", False, 0.6, "best validation accuracy",
+          "and still nothing useful learned", log=False, unit=0.05),
+    ), "a smaller rate does not help: the batches are the problem"),
+)
+
+LABEL_OFFSET = Fault(
+    name="label_offset",
+    title="Class labels off by one between training and validation",
+    family="data", task="tabular", shape="degrading", phenomenon=None,
+    symptom="Training loss and batch accuracy look perfect, while validation "
+            "accuracy is far below chance and validation loss climbs the whole run.",
+    cause="The training pipeline encodes classes one position further than the "
+          "evaluation pipeline (a 1-based vs 0-based mapping), so the model learns a "
+          "consistent but permuted mapping. Shifting rows of i.i.d. samples would "
+          "look just like shuffled labels; a shifted encoding is a different, "
+          "recognisable failure.",
+    experiment="Map the training labels back by one class: validation accuracy "
+               "jumps above 90%. Far-below-chance accuracy means a systematic "
+               "permutation, not noise; random labels would sit at chance.",
+    fix="Build the label encoding once and use the same mapping for training, "
+        "validation and serving; assert it on a few known samples.",
+    edit=lambda r: r.replace(train_label_shift=1),
+    repair=lambda r: r.replace(train_label_shift=0),
+    probe=lambda r: r.replace(train_label_shift=0),
+    signature=Signature((
+        C("val_acc_end", False, 0.2, "final validation accuracy",
+          "below chance for up to 5 classes: a model that learned nothing sits at "
+          "chance, one that learned a permutation sits below it", log=False,
+          unit=0.05),
+        C("train_val_acc_gap", True, 0.5, "training minus validation accuracy",
+          "while training batches are fitted; healthy runs differ by < 0.03",
+          log=False, unit=0.1),
+    ), "validation is systematically wrong while training is right - do the "
+       "label encodings of training and validation agree?"),
+    outcome=Signature((
+        C("val_acc_end", True, 0.9, "final validation accuracy",
+          "with the encodings aligned the model is accurate", log=False, unit=0.05),
+    ), "remapping the labels restores accuracy: it was a permutation"),
+)
+
+CLASS_IMBALANCE = Fault(
+    name="class_imbalance",
+    title="Rare classes cut to 2% of their samples",
+    family="data", task="tabular", shape="healthy", phenomenon=None,
+    symptom="The training loss looks even better than the baseline's, yet one "
+            "validation class is mostly missed (worst-class recall under 0.65) and "
+            "about 95% of every training batch is a single class.",
+    cause="Classes 1 and 2 keep only 2% of their samples (about 13 each), so the "
+          "average loss is dominated by class 0: leaning towards it is a cheap way "
+          "to a low loss, and the rare classes are learned from a handful of "
+          "examples.",
+    experiment="Draw class-balanced batches (oversampling the rare classes): each "
+               "class fills a third of a batch and worst-class recall rises above "
+               "0.5. Averaged metrics were hiding a class the model neglects.",
+    fix="Rebalance batches (or weight the loss), regularise because rare samples now "
+        "repeat ~50 times an epoch, report per-class recall, and collect more "
+        "rare-class data: 13 examples cap what any fix reaches.",
+    edit=lambda r: r.replace(minority_fraction=0.02),
+    repair=lambda r: r.replace(balanced_sampling=True, weight_decay=0.01),
+    probe=lambda r: r.replace(balanced_sampling=True),
+    fixed_accuracy=0.75,
+    other_shapes=("degrading",),  # in some seeds validation loss climbs as it neglects
+    signature=Signature((
+        C("label_purity_median", True, 0.8, "median share of the batch's main class",
+          "one class fills 80% of a batch; shuffled balanced data give ~40%",
+          log=False, unit=0.05),
+        C("val_min_recall_end", False, 0.65, "worst-class validation recall",
+          "one class is mostly missed; the baseline's worst class is above 0.83",
+          log=False, unit=0.05),
+        CALM,
+    ), "batches are dominated by one class and another class is neglected - "
+       "rebalance and check per-class recall"),
+    outcome=Signature((
+        C("label_purity_median", False, 0.5, "median share of the batch's main class",
+          "balanced batches", log=False, unit=0.05),
+        C("val_min_recall_end", True, 0.5, "worst-class validation recall",
+          "the neglected class is now found half the time or more", log=False,
+          unit=0.05),
+    ), "balanced batches bring the neglected class back"),
+)
+
+OVERFITTING = Fault(
+    name="overfitting",
+    title="Too little training data: 64 samples",
+    family="data", task="tabular", shape="degrading", phenomenon=None,
+    symptom="The training loss falls to almost zero while the validation loss "
+            "bottoms out early and then climbs for the rest of the run.",
+    cause="With 64 samples and about 5,400 weights the network can memorise the "
+          "training set. After learning what generalises it keeps sharpening its "
+          "confidence on those 64 points, and its confident mistakes on new data "
+          "cost more and more validation loss.",
+    experiment="Add weight decay 0.03, changing nothing else: the validation loss "
+               "stops climbing. The rise came from fitting 64 points ever more "
+               "tightly, not from broken labels or a broken model.",
+    fix="Get more data (here: all 2000 samples); failing that, regularise (weight "
+        "decay) and stop at the validation-loss minimum.",
+    edit=lambda r: r.replace(n_train=64),
+    repair=lambda r: r.replace(n_train=2000),
+    probe=lambda r: r.replace(weight_decay=0.03),
+    signature=Signature((
+        C("val_loss_rise", True, 0.15, "validation loss rise from its minimum",
+          "smoothed over 3 evaluations a healthy run's validation loss ends within "
+          "0.07 of its minimum", log=False, unit=0.05),
+        C("loss_end", False, 0.03, "final training loss",
+          "while the training set is memorised (baseline ends near 0.1)"),
+    ), "validation gets worse while the training set is memorised - overfitting"),
+    outcome=Signature((
+        C("val_loss_rise", False, 0.05, "validation loss rise from its minimum",
+          "regularised, the validation loss no longer climbs", log=False, unit=0.05),
+    ), "regularisation stops the climb: it was overfitting"),
+)
+
+FAULTS = (SHUFFLED_LABELS, NO_INPUT_NORM, NAN_IN_DATA, NO_SHUFFLE, LABEL_OFFSET, CLASS_IMBALANCE, OVERFITTING,)

@@ -1,0 +1,146 @@
+"""Implementation faults: code that runs without error and is wrong."""
+
+from __future__ import annotations
+
+from ..faults import Fault
+from ..signatures import Condition as C
+from ..signatures import Signature
+from .conditions import ACCURATE, TOKENS, _lr
+
+NO_ZERO_GRAD = Fault(
+    name="no_zero_grad",
+    title="Gradients are never zeroed",
+    family="implementation", task="tabular", shape="diverging", phenomenon="A",
+    symptom="The gradient norm climbs steadily and consecutive gradients point the "
+            "same way (cosine near 1); the weights and then the loss blow up, often "
+            "only after tens of steps rather than at step 1.",
+    cause="PyTorch adds each backward pass into .grad; without zero_grad() step t "
+          "applies the sum of all t gradients, so the effective step grows with t "
+          "until it overshoots. Early on the sum is small, which is why it does not "
+          "explode immediately.",
+    experiment="Divide the learning rate by 10, the cheapest test for a too-large "
+               "rate: the gradient still piles up (norm up 10x or more, consecutive "
+               "gradients still parallel) and the run still blows up, only later. A "
+               "rate problem would have calmed down.",
+    fix="Call optimizer.zero_grad() once per step, before loss.backward().",
+    edit=lambda r: r.replace(zero_grad=False),
+    repair=lambda r: r.replace(zero_grad=True),
+    probe=_lr(0.1),
+    signature=Signature((
+        C("grad_cosine_end", True, 0.95, "gradient cosine",
+          "a running sum of t gradients changes by one term in t, so consecutive "
+          "sums are nearly parallel; fresh minibatch gradients stay below 0.7",
+          log=False, unit=0.01),
+        C("grad_growth", True, 10, "gradient norm growth since step 0",
+          "a summed gradient grows with the number of terms; a fresh one ends "
+          "within ~5x of its first value in a healthy run"),
+        C("label_purity_median", False, 0.99, "median share of the batch's main class",
+          "unless every batch holds one class: unshuffled data also make consecutive "
+          "gradients parallel (checked only when label columns exist)",
+          log=False, unit=0.05, required=False),
+    ), "the gradients are accumulating - is zero_grad() called every step?"),
+    outcome=Signature((
+        C("grad_cosine_end", True, 0.95, "gradient cosine",
+          "still a running sum at a tenth of the rate", log=False, unit=0.01),
+        C("grad_growth", True, 10, "gradient norm growth since step 0",
+          "the sum still grows with the number of steps"),
+    ), "the gradient still piles up at a tenth of the rate: not a rate problem"),
+)
+
+WRONG_LOSS = Fault(
+    name="wrong_loss",
+    title="Softmax applied twice (softmax output fed to cross-entropy)",
+    family="implementation", task="tabular", shape="plateau", phenomenon="B",
+    symptom="Accuracy is fine, but the training and validation losses both stop at "
+            "a floor near 0.55 and stay there with almost no noise.",
+    cause="The model ends in softmax and CrossEntropyLoss applies log-softmax "
+          "again. Probabilities in [0, 1] used as logits can never make a confident "
+          "prediction: the loss cannot go below log(1 + (K-1)/e) = 0.55 for K = 3, "
+          "and the gradient shrinks as the outputs saturate.",
+    experiment="Train three times as long: a slow model would keep improving, but "
+               "the loss stays on the same floor. The floor itself is the clue.",
+    fix="Return raw logits from the model; let the loss apply (log-)softmax.",
+    edit=lambda r: r.replace(output="softmax"),
+    repair=lambda r: r.replace(output="logits"),
+    probe=lambda r: r.replace(steps=r.steps * 3),
+    signature=Signature((
+        C("loss_end", True, 0.3, "final training loss",
+          "well above what an accurate model scores (baseline <= 0.13)"),
+        ACCURATE,
+        C("train_eval_loss_gap", False, 0.1, "train minus eval loss",
+          "training and evaluation sit on the same floor: not a train-mode effect",
+          log=False, unit=0.05),
+    ), "the loss sits on a floor the predictions cannot explain - is softmax "
+       "applied before a loss that applies it again?"),
+    outcome=Signature((
+        C("loss_end", True, 0.5, "final training loss",
+          "three times the steps, the same floor above log(1 + 2/e) = 0.55"),
+    ), "more training does not lower the floor"),
+)
+
+BAD_PADDING_MASK = Fault(
+    name="bad_padding_mask",
+    title="Padding not masked in attention",
+    family="implementation", task="sequence", shape="healthy", phenomenon=None,
+    symptom="Loss and accuracy look healthy, but a tenth or more of the attention "
+            "goes to pad positions and predictions change when extra padding is "
+            "appended to the same sequences.",
+    cause="Without a key padding mask the pads are attended like real tokens, so "
+          "the pooled representation depends on how much padding a sequence "
+          "happens to have. The model learns to live with it on the training "
+          "length, and breaks when padding changes.",
+    experiment="Append 10 extra pads to the validation sequences and compare "
+               "predictions: with the mask on they are unchanged to float rounding, "
+               "and no attention reaches the pads.",
+    fix="Pass key_padding_mask (True = ignore) built from the pad token to every "
+        "attention, and test that extra padding leaves outputs unchanged.",
+    edit=lambda r: r.replace(mask_padding=False),
+    repair=lambda r: r.replace(mask_padding=True),
+    probe=lambda r: r.replace(mask_padding=True),
+    signature=Signature((
+        C("pad_attention_median", True, 0.01, "median attention on pads",
+          "a masked pad gets exactly 0 attention"),
+        C("pad_sensitivity_max", True, 1e-3, "prediction change from extra pads",
+          "masked padding changes predictions only by float rounding (~1e-7)"),
+        TOKENS,
+    ), "attention reaches the padding - is the key padding mask applied?"),
+    outcome=Signature((
+        C("pad_sensitivity_max", False, 1e-5, "prediction change from extra pads",
+          "with the mask extra padding changes nothing beyond rounding",
+          log=False, unit=1e-5),
+    ), "with the mask extra padding changes nothing"),
+)
+
+INVERTED_PADDING_MASK = Fault(
+    name="inverted_padding_mask",
+    title="Padding mask inverted (hides the real tokens)",
+    family="implementation", task="sequence", shape="plateau", phenomenon="B",
+    symptom="All attention lands on pad positions and the loss stays at chance "
+            "(ln 2) for the whole run.",
+    cause="PyTorch's key_padding_mask marks positions to IGNORE with True; passing "
+          "a 'keep' mask (True = real token, the convention of other libraries) "
+          "hides every real token, so the model only ever sees padding.",
+    experiment="Drop the mask entirely: the model learns (accuracy above 90%) "
+               "although pads leak in. The model is fine; the mask selects the "
+               "wrong positions.",
+    fix="Build the mask as tokens == PAD for PyTorch (or invert a keep-mask) and "
+        "assert that attention on pads is 0.",
+    edit=lambda r: r.replace(mask_inverted=True),
+    repair=lambda r: r.replace(mask_inverted=False),
+    probe=lambda r: r.replace(mask_padding=False),
+    signature=Signature((
+        C("pad_attention_median", True, 0.9, "median attention on pads",
+          "nearly all attention on pads: only the real tokens are masked",
+          log=False, unit=0.05),
+        C("val_acc_best", False, 0.7, "best validation accuracy",
+          "no better than guessing from the sequence length (the baseline reaches "
+          "0.99)", log=False, unit=0.05),
+        TOKENS,
+    ), "the model attends only to padding - is the mask inverted?"),
+    outcome=Signature((
+        C("val_acc_best", True, 0.9, "best validation accuracy",
+          "without any mask the model can read the tokens", log=False, unit=0.05),
+    ), "without the mask the model learns: the mask hid the tokens"),
+)
+
+FAULTS = (NO_ZERO_GRAD, WRONG_LOSS, BAD_PADDING_MASK, INVERTED_PADDING_MASK,)

@@ -1,0 +1,191 @@
+"""Optimisation faults: how the weights are stepped (rate, batch, regularisation)."""
+
+from __future__ import annotations
+
+from ..faults import Fault
+from ..signatures import Condition as C
+from ..signatures import Signature
+from .conditions import CALM, FINITE, GRADIENTS_FLOW, LEARNS, STUCK, _lr
+
+HUGE_LR = Fault(
+    name="huge_lr",
+    title="Learning rate 30x too large",
+    family="optimization", task="tabular", shape="diverging", phenomenon="A",
+    symptom="The very first updates change the weights by more than a tenth of "
+            "their size; the loss jumps far above its starting value and the ReLU "
+            "units die, leaving the loss stuck high.",
+    cause="Each step moves the weights by lr x gradient. At 30x the tuned rate a "
+          "step jumps across the valley the gradient points into, landing where the "
+          "loss is higher; large jumps also push ReLU units into the region where "
+          "they never fire again.",
+    experiment="Divide the learning rate by 10: the loss goes down again and the "
+               "update ratio falls back toward 1e-2. Labels or data problems would "
+               "not respond to the rate.",
+    fix="Use a rate about 30x smaller, e.g. the one the LR range test suggests.",
+    edit=_lr(30), repair=_lr(1 / 30), probe=_lr(0.1),
+    other_shapes=("oscillating",),  # some seeds keep swinging instead of settling
+    signature=Signature((
+        C("update_ratio_start", True, 0.1, "update ratio of the first steps",
+          "a step that moves the weights by a tenth of their norm overshoots any "
+          "curvature the initialised model has; the baseline's first steps move "
+          "them by ~1%, a forgotten zero_grad by at most 4%"),
+    ), "steps are far too large for the loss surface - divide the rate by 10"),
+    outcome=Signature((
+        C("loss_progress", True, 0.3, "loss progress",
+          "at a tenth of the rate the loss falls again", log=False, unit=0.1),
+    ), "a smaller rate restores descent"),
+)
+
+LR_TOO_SMALL = Fault(
+    name="lr_too_small",
+    title="Learning rate 1000x too small",
+    family="optimization", task="tabular", shape="plateau", phenomenon="B",
+    symptom="The loss hardly moves, but it is not stuck: gradients are normal and "
+            "flow everywhere, only each update changes the weights by about 1e-5 of "
+            "their size.",
+    cause="The update is lr x gradient; at 1e-4 it is so small that the weights "
+          "would need tens of thousands of steps to move by their own size. The "
+          "model is still slowly going, not stuck.",
+    experiment="Multiply the learning rate by 100 (still 10x below the tuned "
+               "rate): the loss now falls by more than half. Stuck causes such as "
+               "dead units or random labels would not respond to the rate.",
+    fix="Raise the rate, e.g. to the one the LR range test suggests.",
+    edit=_lr(1e-3), repair=_lr(1e3), probe=_lr(100),
+    signature=Signature((
+        C("update_ratio_median", False, 1e-4, "median update ratio",
+          "steps under 0.01% of the weights need > 10^4 steps to move them by their "
+          "own size; the baseline's median is ~1e-2"),
+        GRADIENTS_FLOW,
+    ), "gradients are there but the steps are tiny - raise the learning rate"),
+    outcome=Signature((LEARNS,), "a larger rate trains: it was slow, not stuck"),
+)
+
+DROPOUT_TOO_STRONG = Fault(
+    name="dropout_too_strong",
+    title="Dropout p = 0.75 on a 64-unit layer",
+    family="optimization", task="tabular", shape="plateau", phenomenon="B",
+    symptom="The training loss (measured with dropout on) stalls far above the "
+            "validation loss (dropout off): the model is better than its training "
+            "loss says, but it learns slowly and stops early.",
+    cause="Dropping three of every four units makes every training forward pass a "
+          "different, much smaller network; the gradient is that of a heavily "
+          "damaged model, so learning is slow and the training loss overstates "
+          "the error of the full model.",
+    experiment="Set dropout to 0, changing nothing else: the training loss falls to "
+               "the level of the validation loss.",
+    fix="Use a moderate rate (0.1-0.3 for a small MLP), or none when the model "
+        "does not overfit.",
+    edit=lambda r: r.replace(dropout=0.75),
+    repair=lambda r: r.replace(dropout=0.1),
+    probe=lambda r: r.replace(dropout=0.0),
+    signature=Signature((
+        C("train_eval_loss_gap", True, 0.1, "train minus eval loss",
+          "the model evaluated without dropout is clearly better than its training "
+          "loss says; healthy runs stay within 0.05", log=False, unit=0.05),
+        CALM,
+        FINITE,
+        C("batch_size_median", True, 16, "samples per batch",
+          "a training loss averaged over fewer samples is too noisy to compare",
+          required=False),
+    ), "training-mode loss far above evaluation loss - dropout is too strong"),
+    outcome=Signature((
+        C("train_eval_loss_gap", False, 0.1, "train minus eval loss",
+          "without dropout the two losses agree", log=False, unit=0.05),
+    ), "without dropout train and eval losses agree"),
+)
+
+WEIGHT_DECAY_TOO_LARGE = Fault(
+    name="weight_decay_too_large",
+    title="Weight decay 0.1 with plain SGD (an AdamW value in the wrong place)",
+    family="optimization", task="tabular", shape="plateau", phenomenon="B",
+    symptom="The weight norm shrinks to a few percent of its initial value while "
+            "the loss stays at chance; the update ratio is large only because the "
+            "weights have almost vanished.",
+    cause="SGD's weight_decay is a coupled L2 penalty: every step shrinks each "
+          "weight by lr x decay = 1%, compounding to a factor of 20 within 300 steps, "
+          "faster than the data gradient can push back; the network collapses toward "
+          "the all-zero function. 0.1 is a common decoupled (AdamW) value.",
+    experiment="Divide the weight decay by 100, changing nothing else: the weights "
+               "stop shrinking and the loss falls like the baseline's.",
+    fix="Use a decay around 1e-4 to 1e-3 for SGD's coupled L2 penalty (AdamW's "
+        "decoupled decay uses different magnitudes - do not copy values across).",
+    edit=lambda r: r.replace(weight_decay=0.1),
+    repair=lambda r: r.replace(weight_decay=5e-4),
+    probe=lambda r: r.replace(weight_decay=r.weight_decay / 100),
+    signature=Signature((
+        C("weight_norm_change", False, 0.2, "final over initial weight norm",
+          "the network shrank to a fifth of its size or less; healthy training "
+          "grows the weights (baseline 2x)"),
+        STUCK,
+    ), "the weights are decaying away - check the weight decay"),
+    outcome=Signature((LEARNS,), "with a hundredth of the decay the model learns"),
+)
+
+BATCH_TOO_SMALL = Fault(
+    name="batch_too_small",
+    title="Batch of 2 with a learning rate tuned for 64",
+    family="optimization", task="sequence", shape="oscillating", phenomenon=None,
+    symptom="The loss swings by about half its size from step to step and keeps "
+            "swinging instead of settling; accuracy ends lower and varies between "
+            "seeds.",
+    cause="Each step's loss and gradient come from 2 samples, so both are very "
+          "noisy estimates; Adam normalises the step size, so every noisy gradient "
+          "still moves the weights a full step, largely in a random direction.",
+    experiment="Divide the learning rate by 10: the swings stay. A too-large rate "
+               "would calm down; the noise of two-sample batches does not.",
+    fix="Use a larger batch (or accumulate gradients over several small ones) and "
+        "scale the learning rate with the batch size.",
+    edit=lambda r: r.replace(batch_size=2),
+    repair=lambda r: r.replace(batch_size=64),
+    probe=_lr(0.1),
+    other_shapes=("stepwise",),  # a seed whose swings reach 3x the start reads as jumps
+    signature=Signature((
+        C("loss_swing", True, 0.25, "swing of the smoothed loss",
+          "minibatch noise around a settled loss stays under 0.11 of its scale once "
+          "smoothed over 9 steps", log=False, unit=0.05),
+        C("batch_size_median", False, 8, "samples per batch",
+          "a handful of samples per step: every estimate is noise-dominated"),
+    ), "tiny batches make every step noisy - use a larger batch or a smaller rate"),
+    outcome=Signature((
+        C("loss_swing", True, 0.25, "swing of the smoothed loss",
+          "still swinging at a tenth of the rate", log=False, unit=0.05),
+    ), "a smaller rate does not calm it: the batches are too small"),
+)
+
+EXPLODING_GRADIENTS = Fault(
+    name="exploding_gradients",
+    title="Deep residual stack (24 blocks, no normalisation) at a shallow model's rate",
+    family="optimization", task="tabular", shape="diverging", phenomenon="C",
+    symptom="The loss wobbles, then climbs by orders of magnitude within a few "
+            "steps and turns NaN; gradient norms start several times above the "
+            "baseline's and blow up in the last blocks and the head first.",
+    cause="Each residual block adds its output to the running activation with "
+          "nothing to rescale it, so 24 of them multiply the size of activations "
+          "and gradients. A rate tuned for the 3-layer model now makes steps that "
+          "enlarge the next gradient, which enlarges the next step: a feedback loop "
+          "that ends in overflow.",
+    experiment="Clip the gradient norm at 10: the NaN disappears, but the loss "
+               "still explodes (to 1e11 and beyond) and nothing is learned. Clipping "
+               "treats the symptom; the cause is depth x rate.",
+    fix="Lower the rate for the deeper model (here 5x), or add normalisation / "
+        "scaled residual branches; use clipping only as a guard rail.",
+    edit=lambda r: r.replace(depth=24),
+    repair=_lr(0.2),
+    probe=lambda r: r.replace(grad_clip=10.0),
+    signature=Signature((
+        C("nonfinite_losses", True, 0.5, "non-finite losses",
+          "the loss overflowed", log=False),
+        C("loss_peak_ratio", True, 3, "loss peak over start",
+          "after rising to several times its start: the NaN ended a climb"),
+        C("input_nonfinite_total", False, 0.5, "non-finite input values",
+          "the data are finite: the overflow was made by training", log=False),
+    ), "the loss climbed and overflowed - exploding updates; lower the rate or "
+       "normalise, and treat clipping as a guard rail"),
+    outcome=Signature((
+        FINITE,
+        C("loss_peak_ratio", True, 100, "loss peak over start",
+          "clipped, the loss still explodes by orders of magnitude"),
+    ), "clipping removes the NaN, not the explosion"),
+)
+
+FAULTS = (HUGE_LR, LR_TOO_SMALL, DROPOUT_TOO_STRONG, WEIGHT_DECAY_TOO_LARGE, BATCH_TOO_SMALL, EXPLODING_GRADIENTS,)
