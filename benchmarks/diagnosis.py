@@ -3,7 +3,8 @@
 Runs every fault of the catalogue, and both healthy baselines, on seeds that were never
 used to set a threshold (default 100-119), diagnoses each history without telling it
 the recipe, and prints the confusion matrix (rows: injected, columns: diagnosed top),
-top-1 and top-3 accuracy, the healthy false-alarm rate and the shape agreement.
+top-1 and top-3 accuracy, the healthy false-alarm rate and the shape agreement; then,
+as an anchor, how often AUTOTRAINER/DeepDiagnosis-style rules flag the same runs.
 
     python benchmarks/diagnosis.py [--seeds 100-119] [--workers 2]
 """
@@ -22,14 +23,41 @@ import pandas as pd
 import failurelab as fl
 
 
+def rule_based(history: pd.DataFrame) -> list[str]:
+    """The anchor: AUTOTRAINER / DeepDiagnosis-style rules on the same telemetry.
+
+    vanishing: first/last layer gradient ratio < 1e-3; exploding: non-finite values or
+    gradient norm > 1e3; dying ReLU: >= 70% of gradient entries exactly zero; update
+    ratio outside [1e-5, 1e-1]; not converging: loss not down by 10%.  They name
+    symptom classes, not causes, so the comparison is on detection only.
+    """
+    h, found = history, []
+    weights = [c for c in h.columns if c.startswith("grad_norm/") and c.endswith("weight")]
+    if len(weights) >= 2 and (h[weights[0]] / h[weights[-1]]).median() < 1e-3:
+        found.append("vanishing")
+    if h["nonfinite"].gt(0).any() or h["grad_norm"].gt(1e3).any():
+        found.append("exploding")
+    if h["zero_grad_frac"].median() >= 0.7:
+        found.append("dying_relu")
+    ratio = h["update_ratio"].median()
+    if not 1e-5 <= ratio <= 1e-1:
+        found.append("bad_update_ratio")
+    loss = h["loss"].dropna()
+    if len(loss) > 10 and loss.iloc[-10:].mean() > 0.9 * loss.iloc[:10].mean():
+        found.append("not_converging")
+    return found
+
+
 def _job(args):
     name, seed = args
     import torch
 
     torch.set_num_threads(1)
     recipe = fl.baseline(name) if name in ("tabular", "sequence") else name
-    d = fl.diagnose(fl.run(recipe, seed=seed))
-    return name, seed, d.top, [c[0] for c in d.causes[:3]], d.shape, d.lookalikes
+    history = fl.run(recipe, seed=seed).history
+    d = fl.diagnose(history)
+    return (name, seed, d.top, [c[0] for c in d.causes[:3]], d.shape, d.lookalikes,
+            rule_based(history))
 
 
 def main() -> int:
@@ -46,16 +74,22 @@ def main() -> int:
 
     confusion = defaultdict(Counter)
     top1 = top3 = shape_ok = n_faults = false_alarms = n_healthy = 0
-    for name, seed, top, top3_names, shape, _ in results:
+    rule_hits = rule_alarms = detected = 0
+    missed_by_rules = Counter()
+    for name, seed, top, top3_names, shape, _, rules in results:
         confusion[name][top or "(none)"] += 1
         if name in fl.FAULTS:
             n_faults += 1
             top1 += top == name
             top3 += name in top3_names
+            detected += top is not None
+            rule_hits += bool(rules)
+            missed_by_rules[name] += not rules
             shape_ok += shape in (fl.FAULTS[name].shape, *fl.FAULTS[name].other_shapes)
         else:
             n_healthy += 1
             false_alarms += top is not None
+            rule_alarms += bool(rules)
     print(f"seeds {args.seeds}: {len(results)} runs in {seconds:.1f} s\n")
     print("confusion (injected -> diagnosed top, counts over seeds):")
     for name in names:
@@ -66,6 +100,13 @@ def main() -> int:
     print(f"shape agreement {shape_ok}/{n_faults} = {shape_ok / n_faults:.1%}")
     print(f"healthy false alarms {false_alarms}/{n_healthy} = "
           f"{false_alarms / n_healthy:.1%}")
+    print("\nanchor, rule-based symptom checks on the same telemetry (detection only):")
+    print(f"  diagnose detects   {detected}/{n_faults} = {detected / n_faults:.1%} of faulty "
+          f"runs, false alarms {false_alarms}/{n_healthy}")
+    print(f"  rules detect       {rule_hits}/{n_faults} = {rule_hits / n_faults:.1%}, "
+          f"false alarms {rule_alarms}/{n_healthy}")
+    print("  faults the rules never flag: " + ", ".join(
+        n for n, k in missed_by_rules.items() if k == len(seeds)))
     shapes = pd.crosstab(pd.Series([r[0] for r in results], name="injected"),
                          pd.Series([r[4] for r in results], name="shape"))
     print("\nshapes:\n" + shapes.to_string())

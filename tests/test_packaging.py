@@ -30,3 +30,20 @@ def test_torch_is_pinned_everywhere():
     assert "torch==2.13.0" in project["dependencies"]
     assert "torch==2.13.0" in _environment_pip_requirements()
     assert "python=3.11" in (ROOT / "environment.yml").read_text()
+
+
+def test_the_readme_names_every_fault_and_every_notebook():
+    import failurelab as fl
+
+    readme = (ROOT / "README.md").read_text()
+    assert [name for name in fl.FAULTS if name not in readme] == []
+    notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert notebooks and [n for n in notebooks if f"`{n}`" not in readme] == []
+
+
+def test_the_readme_commands_are_the_ones_ci_runs():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text().replace(" --quiet", "")
+    for command in ('.venv/bin/pip install -e ".[lab]"', ".venv/bin/failurelab verify",
+                    "OMP_NUM_THREADS=1 .venv/bin/python -m pytest -n 2 tests --nbmake notebooks"):
+        assert command in readme and command in ci
