@@ -7,8 +7,8 @@ step.  Everything else comes from hooks it adds, and removes on `close()`:
   optimizer is about to use them: after a GradScaler unscaled them, after clipping,
   accumulated when `zero_grad` was forgotten, and before a loop that zeroes them right
   after `step()` can erase them;
-* a forward pre-hook on the model sees the input batch, and a hook on its output
-  tensor sees the gradient arriving there (in float16, tiny values flush to exactly 0);
+* a forward hook on the model sees the input batch and the output, and a hook on the
+  output tensor sees the gradient arriving there (float16 flushes tiny values to 0);
 * forward hooks on every Sigmoid / Tanh / ReLU module see its output.
 
 Only forward passes that build a graph are observed, so an evaluation under
@@ -104,8 +104,7 @@ class Monitor:
         self._outputs: dict[str, torch.Tensor] = {}
 
     def _hook_forward(self, model: nn.Module) -> None:
-        self._handles.append(model.register_forward_pre_hook(self._see_input, with_kwargs=True))
-        self._handles.append(model.register_forward_hook(self._see_output))
+        self._handles.append(model.register_forward_hook(self._see_batch, with_kwargs=True))
         for name, module in model.named_modules():
             kind = _ACTIVATIONS.get(type(module))
             if kind:
@@ -130,13 +129,13 @@ class Monitor:
                 self._buffers.keep_previous(self._filled, self._current_grads())
         self._stepped = True
 
-    def _see_input(self, module, args, kwargs) -> None:
-        if torch.is_grad_enabled():
-            tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
-            self._input = tensors[0] if tensors else None
-
-    def _see_output(self, module, args, output) -> None:
-        if torch.is_grad_enabled() and isinstance(output, torch.Tensor):
+    def _see_batch(self, module, args, kwargs, output) -> None:
+        """The model's input batch and output (one hook for both: each hook costs µs)."""
+        if not torch.is_grad_enabled():
+            return
+        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        self._input = tensors[0] if tensors else None
+        if isinstance(output, torch.Tensor):
             self._output = output.detach()
             if output.requires_grad:
                 output.register_hook(self._keep_output_grad)
