@@ -26,8 +26,9 @@ class ChainBuffers:
     def __init__(self, params: list[torch.Tensor], chunk: int):
         n = sum(p.numel() for p in params)
         self.params = params
-        self.grads = torch.full((chunk + 1, n), _NAN)
-        self.weights = torch.empty(chunk + 1, n)
+        self.device = device = _device(params)
+        self.grads = torch.full((chunk + 1, n), _NAN, device=device)
+        self.weights = torch.empty(chunk + 1, n, device=device)
         self.grad_rows = [probes.shaped_views(r, params) for r in self.grads]
         self.weight_rows = [probes.shaped_views(r, params) for r in self.weights]
 
@@ -61,7 +62,9 @@ class SampleBuffers:
     def __init__(self, params: list[torch.Tensor], chunk: int):
         n = sum(p.numel() for p in params)
         self.params = params
-        self.bufs = [torch.empty(chunk, n) for _ in range(4)]  # grads, prev, before, after
+        self.device = device = _device(params)
+        self.bufs = [torch.empty(chunk, n, device=device) for _ in range(4)]  # grads, prev,
+        #                                                           weights before and after
         self.rows = [[probes.shaped_views(r, params) for r in b] for b in self.bufs]
         self.have_prev = False
 
@@ -93,3 +96,10 @@ class SampleBuffers:
         if moving is not None:
             for b in self.bufs:
                 b[0] = b[moving]
+
+
+def _device(params: list[torch.Tensor]) -> torch.device:
+    """Keep the copies where the parameters are (one sync per chunk, not per step);
+    a model spread over several devices is gathered on the CPU."""
+    devices = {p.device for p in params}
+    return devices.pop() if len(devices) == 1 else torch.device("cpu")

@@ -226,7 +226,7 @@ class Monitor:
         return values
 
     def _forward_quantities(self, steps: list[_Step]) -> list[torch.Tensor]:
-        nan = torch.full((len(steps), 3), _NAN)
+        nan = torch.full((len(steps), 3), _NAN, device=self._buffers.device)
         inputs = [s.inputs for s in steps]
         parts = [probes.input_quantities(torch.stack(inputs)) if inputs[0] is not None else nan]
         outputs = [s.output for s in steps]
