@@ -44,6 +44,7 @@ class Fault:
     why_two_fields: str = ""  # set when the injection must change two fields
     fixed_accuracy: float = 0.9  # validation accuracy the fixed run reaches in every seed
     other_shapes: tuple[str, ...] = ()  # shapes some seeds show instead (said honestly)
+    instrument: str | None = None  # the plot that shows the cause, if not the signature's
 
     def inject(self, recipe: Recipe) -> Recipe:
         return self.edit(recipe)

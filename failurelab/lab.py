@@ -36,9 +36,13 @@ class Followup:
     passed: bool  # did it show what the catalogue says it should?
 
     def __str__(self) -> str:
-        changed = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in self.change.items())
+        changed = ", ".join(f"{k}: {_show(a)} -> {_show(b)}" for k, (a, b) in self.change.items())
         mark = "as documented" if self.passed else "NOT as documented"
         return f"{self.kind} ({changed}): {self.evidence.sentence} [{mark}]"
+
+
+def _show(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else repr(value)
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,8 @@ class Experiment:
         return pd.DataFrame(rows)
 
     def plot(self, instrument: str | None = None):
-        """Loss and the instrument that proves the cause, baseline and fault overlaid."""
+        """Loss and the instrument that proves the cause, baseline and fault overlaid
+        (a Figure; in a notebook it shows once, as the cell's value)."""
         from .plots import compare
 
         return compare(self.baseline, self.faulty, fault=self.fault.name,

@@ -211,7 +211,7 @@ def padding(runs, ax=None) -> Axes:
     names = {"pad_attention": "attention on pads", "pad_sensitivity": "change with more pads"}
     notes = _plot(ax, items, names, what="padding columns (sequence task only)")
     ax.set_yscale("symlog", linthresh=1e-3)
-    ax.set_ylim(-2e-4, 1)  # exact zeros (a masked baseline) sit just above the frame
+    ax.set_ylim(-2e-4, 1.1)  # exact zeros (a masked baseline) sit just above the frame
     return _finish(ax, items, "share / probability change", notes)
 
 
@@ -260,10 +260,13 @@ def batches(runs, ax=None) -> Axes:
 # --- figures --------------------------------------------------------------------------
 
 def instrument_for(fault_name: str) -> str:
-    """The instrument that shows the fault's cause: that of the first signature condition
-    not read off the loss curve (the loss is already the left panel of `compare`);
-    the gradient norm when every condition is about the loss."""
-    for condition in get_fault(fault_name).signature.conditions:
+    """The instrument that shows the fault's cause: the fault's own choice if it names
+    one, else that of the first signature condition not read off the loss curve (the
+    loss is already the left panel of `compare`); the gradient norm failing both."""
+    fault = get_fault(fault_name)
+    if fault.instrument:
+        return fault.instrument
+    for condition in fault.signature.conditions:
         if condition.quantity not in INSTRUMENTS:
             raise KeyError(f"{fault_name}: no instrument for quantity "
                            f"{condition.quantity!r}; add it to plots.INSTRUMENTS")
@@ -286,7 +289,7 @@ def compare(baseline, faulty, fault=None, instrument=None) -> Figure:
     loss(runs, ax=left)
     draw(runs, ax=right)
     fig.suptitle(title)
-    return fig
+    return _detached(fig)
 
 
 def overview(run_or_runs) -> Figure:
@@ -296,6 +299,13 @@ def overview(run_or_runs) -> Figure:
                         axes.flat):
         draw(run_or_runs, ax=ax)
         ax.set_title(draw.__name__)
+    return _detached(fig)
+
+
+def _detached(fig: Figure) -> Figure:
+    """Hand the figure to the caller only: pyplot forgets it, so a notebook shows the
+    returned figure once instead of twice, and loops that make many do not pile up."""
+    plt.close(fig)
     return fig
 
 
@@ -451,6 +461,8 @@ def lr_range(result, ax=None) -> Axes:
         ax.axvline(result.diverged_lr, color="tab:red", ls=":",
                    label=f"blew up at {result.diverged_lr:.2g}")
     ax.set_xscale("log")
+    start = float(table["smoothed_loss"].iloc[0])
+    ax.set_ylim(0, 1.5 * max(start, float(table["smoothed_loss"].max())))  # spikes clipped
     ax.set_xlabel("learning rate")
     ax.set_ylabel("training loss")
     ax.legend(fontsize="small")

@@ -83,7 +83,9 @@ class Signature:
         margins = [c.margin(values[c.quantity]) for c in self.conditions]
         score = min(margins)
         fired = score >= 0
-        measured = " and ".join(c.describe(values[c.quantity]) for c in self.conditions)
+        parts = [c.describe(values[c.quantity]) + ("" if fired or m >= 0 else " ✗")
+                 for c, m in zip(self.conditions, margins)]
+        measured = " and ".join(parts)
         sentence = f"{measured}: {self.verdict}" if fired else measured
         missing = tuple(c.quantity for c in self.conditions
                         if c.required and math.isnan(values[c.quantity]))

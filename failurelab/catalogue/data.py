@@ -12,8 +12,8 @@ SHUFFLED_LABELS = Fault(
     title="Labels shuffled: they no longer belong to their samples",
     family="data", task="tabular", shape="plateau", phenomenon="B",
     symptom="The loss stays at chance level (about ln 3 for 3 classes) although "
-            "gradients, updates, activations and inputs all look normal; validation "
-            "accuracy stays near chance.",
+            "gradients flow, the weights move at a healthy rate and the inputs look "
+            "normal; validation accuracy stays near chance.",
     cause="A join or a sort broke the pairing of samples and labels, so the labels "
           "carry no information about the inputs. The optimizer works, but the best "
           "it can do is predict the class frequencies.",

@@ -128,6 +128,7 @@ INVERTED_PADDING_MASK = Fault(
     edit=lambda r: r.replace(mask_inverted=True),
     repair=lambda r: r.replace(mask_inverted=False),
     probe=lambda r: r.replace(mask_padding=False),
+    instrument="padding",
     signature=Signature((
         C("pad_attention_median", True, 0.9, "median attention on pads",
           "nearly all attention on pads: only the real tokens are masked",

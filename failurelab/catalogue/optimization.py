@@ -170,6 +170,7 @@ EXPLODING_GRADIENTS = Fault(
     fix="Lower the rate for the deeper model (here 5x), or add normalisation / "
         "scaled residual branches; use clipping only as a guard rail.",
     edit=lambda r: r.replace(depth=24),
+    instrument="gradients",
     repair=_lr(0.2),
     probe=lambda r: r.replace(grad_clip=10.0),
     signature=Signature((
