@@ -24,7 +24,7 @@ import pandas as pd
 
 from . import train
 from .catalogue import FAULTS
-from .faults import get
+from .faults import Fault, get
 from .worksheet import Worksheet, check_cause
 
 KEY_PREFIX = "mystery-"  # worksheet experiment names: "mystery-7"
@@ -101,34 +101,20 @@ class Reveal:
     correct: bool | None  # None when there was no answer to grade
 
     @property
-    def title(self) -> str:
-        return FAULTS[self.fault].title
-
-    @property
-    def symptom(self) -> str:
-        return FAULTS[self.fault].symptom
-
-    @property
-    def cause(self) -> str:
-        return FAULTS[self.fault].cause
-
-    @property
-    def experiment(self) -> str:
-        return FAULTS[self.fault].experiment
-
-    @property
-    def fix(self) -> str:
-        return FAULTS[self.fault].fix
+    def details(self) -> Fault:
+        """The catalogue entry: title, symptom, cause, experiment and fix."""
+        return FAULTS[self.fault]
 
     def __str__(self) -> str:
         if self.answer is None:
             verdict = "No answer was given."
         else:
             verdict = f"Your answer: {self.answer} - {'correct' if self.correct else 'not it'}."
+        f = self.details
         return "\n".join([
-            f"{self.key} was {self.fault}: {self.title}.", verdict,
-            f"Symptom: {self.symptom}", f"Cause: {self.cause}",
-            f"Distinguishing experiment: {self.experiment}", f"Fix: {self.fix}"])
+            f"{self.key} was {self.fault}: {f.title}.", verdict, f"Symptom: {f.symptom}",
+            f"Cause: {f.cause}", f"Distinguishing experiment: {f.experiment}",
+            f"Fix: {f.fix}"])
 
 
 def mystery(seed: int, faults: Iterable[str] | None = None, *,

@@ -76,8 +76,8 @@ def test_reveal_grades_a_right_and_a_wrong_answer():
     assert right.correct is True and "correct" in str(right)
     wrong = reveal(m, other_than(answer(m)))
     assert wrong.correct is False and "not it" in str(wrong)
-    assert wrong.fix in str(wrong) and wrong.experiment in str(wrong)
-    assert wrong.title == fl.FAULTS[wrong.fault].title
+    assert wrong.details.fix in str(wrong) and wrong.details.experiment in str(wrong)
+    assert wrong.details is fl.FAULTS[wrong.fault]
 
 
 def test_reveal_without_an_answer_is_ungraded():
