@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import failurelab as fl
-from failurelab.signatures import _fmt
+from failurelab.signatures import fmt
 from failurelab.sweep import summary, timed_verify
 
 HEADER = """# Signatures: measured ranges
@@ -35,7 +35,7 @@ def _range(values: list[float]) -> str:
     if not finite:
         return "n/a"
     lo, hi = min(finite), max(finite)
-    return _fmt(lo) if lo == hi else f"{_fmt(lo)} .. {_fmt(hi)}"
+    return fmt(lo) if lo == hi else f"{fmt(lo)} .. {fmt(hi)}"
 
 
 def render(results, seeds: str, seconds: float, workers: int) -> str:
@@ -61,7 +61,7 @@ def render(results, seeds: str, seconds: float, workers: int) -> str:
             sign = "≥" if c.above else "≤"
             f_vals = [v[c.quantity] for v in mine["values"]]
             b_vals = [v[c.quantity] for v in base["values"]]
-            out.append(f"| {c.label} (`{c.quantity}`) | {sign} {_fmt(c.threshold)} | "
+            out.append(f"| {c.label} (`{c.quantity}`) | {sign} {fmt(c.threshold)} | "
                        f"{_range(f_vals)} | {_range(b_vals)} | {c.why} |")
         out.append("")
     return "\n".join(out) + "\n"

@@ -15,7 +15,7 @@ import pandas as pd
 from .faults import Fault, check, get
 from .recipes import Recipe, baseline, diff
 from .runs import Run
-from .signatures import Evidence, _fmt
+from .signatures import Evidence, side_by_side
 from .train import run
 
 
@@ -60,14 +60,12 @@ class Experiment:
 
     def signature(self) -> pd.DataFrame:
         """Each signature condition: threshold, the faulty run's and the baseline's value."""
-        rows = []
-        for c in self.fault.signature.conditions:
-            values = [self.fault.evidence(r.history).values[c.quantity]
-                      for r in (self.faulty, self.baseline)]
-            rows.append({"quantity": c.label, "threshold": ("≥ " if c.above else "≤ ")
-                         + _fmt(c.threshold), "faulty": _fmt(values[0]),
-                         "baseline": _fmt(values[1])})
-        return pd.DataFrame(rows)
+        rows, _, _ = side_by_side(self.fault.name, self.fault.signature, self.faulty.history,
+                                  self.baseline.history)
+        return pd.DataFrame({"quantity": [r.label for r in rows],
+                             "threshold": [r.threshold for r in rows],
+                             "faulty": [r.fault_value for r in rows],
+                             "baseline": [r.baseline_value for r in rows]})
 
     def plot(self, instrument: str | None = None):
         """Loss and the instrument that proves the cause, baseline and fault overlaid

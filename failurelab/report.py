@@ -29,24 +29,10 @@ from . import catalogue
 from .diagnosis import diagnose
 from .faults import PHENOMENA, SHAPES, Fault, get
 from .recipes import baseline, diff
-from .signatures import _fmt
+from .signatures import Row, side_by_side
 from .train import run
 
 PLOT_DPI = 100  # 11 x 3.8 inch figures: 1100 px wide, the page's width, ~70 kB each
-
-
-@dataclass(frozen=True)
-class Row:
-    """One signature condition, measured on the faulty run and on the baseline."""
-
-    label: str
-    quantity: str
-    threshold: str  # e.g. "≥ 0.1"
-    fault_value: str
-    baseline_value: str
-    fault_holds: bool
-    baseline_holds: bool
-    why: str
 
 
 @dataclass(frozen=True)
@@ -71,18 +57,8 @@ class Card:
 # --- measuring ------------------------------------------------------------------------
 
 def measure(fault: Fault, faulty: pd.DataFrame, healthy: pd.DataFrame):
-    """The signature's conditions on both histories: (rows, fault fired, baseline fired).
-
-    Evaluated by the signature itself, so the numbers are the ones `fl.check` and
-    `fl.diagnose` use."""
-    mine = fault.evidence(faulty)
-    base = fault.evidence(healthy)
-    rows = tuple(Row(c.label, c.quantity, f"{'≥' if c.above else '≤'} {_fmt(c.threshold)}",
-                     _fmt(mine.values[c.quantity]), _fmt(base.values[c.quantity]),
-                     c.margin(mine.values[c.quantity]) >= 0,
-                     c.margin(base.values[c.quantity]) >= 0, c.why)
-                 for c in fault.signature.conditions)
-    return rows, mine.fired, base.fired
+    """The signature's conditions on both histories: (rows, fault fired, baseline fired)."""
+    return side_by_side(fault.name, fault.signature, faulty, healthy)
 
 
 def verdict(name: str, fired: bool, baseline_fired: bool) -> str:

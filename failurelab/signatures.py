@@ -52,7 +52,7 @@ class Condition:
         sign = "≥" if self.above else "≤"
         if not self.required and (value is None or math.isnan(value)):
             return f"{self.label} not measured"
-        return f"{self.label} {_fmt(value)} ({sign} {_fmt(self.threshold)})"
+        return f"{self.label} {fmt(value)} ({sign} {fmt(self.threshold)})"
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,36 @@ class Signature:
         return Evidence(fault, fired, score, values, sentence, missing)
 
 
-def _fmt(x: float) -> str:
+@dataclass(frozen=True)
+class Row:
+    """One signature condition, measured on the faulty run and on the baseline."""
+
+    label: str
+    quantity: str
+    threshold: str  # e.g. "≥ 0.1"
+    fault_value: str
+    baseline_value: str
+    fault_holds: bool
+    baseline_holds: bool
+    why: str
+
+
+def side_by_side(fault: str, signature: Signature, faulty: pd.DataFrame,
+                 healthy: pd.DataFrame) -> tuple[tuple[Row, ...], bool, bool]:
+    """Every condition on both histories: (rows, fault fired, baseline fired), from the
+    same evaluation `fl.check` and `fl.diagnose` use, so no report can disagree."""
+    mine = signature.evaluate(fault, faulty)
+    base = signature.evaluate(fault, healthy)
+    rows = tuple(Row(c.label, c.quantity, f"{'≥' if c.above else '≤'} {fmt(c.threshold)}",
+                     fmt(mine.values[c.quantity]), fmt(base.values[c.quantity]),
+                     c.margin(mine.values[c.quantity]) >= 0,
+                     c.margin(base.values[c.quantity]) >= 0, c.why)
+                 for c in signature.conditions)
+    return rows, mine.fired, base.fired
+
+
+def fmt(x: float) -> str:
+    """A measured number as evidence quotes it: 3 significant digits, 'never' for +inf."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
     if math.isinf(x):
