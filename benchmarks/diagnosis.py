@@ -16,11 +16,11 @@ import os
 import sys
 import time
 from collections import Counter, defaultdict
-from concurrent.futures import ProcessPoolExecutor
 
 import pandas as pd
 
 import failurelab as fl
+from failurelab.parallel import worker_pool
 
 
 def rule_based(history: pd.DataFrame) -> list[str]:
@@ -50,9 +50,6 @@ def rule_based(history: pd.DataFrame) -> list[str]:
 
 def _job(args):
     name, seed = args
-    import torch
-
-    torch.set_num_threads(1)
     recipe = fl.baseline(name) if name in ("tabular", "sequence") else name
     history = fl.run(recipe, seed=seed).history
     d = fl.diagnose(history)
@@ -63,13 +60,14 @@ def _job(args):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="100-119")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--workers", type=int, default=None, help="default: one per core")
     args = parser.parse_args()
     seeds = fl.parse_seeds(args.seeds)
     names = list(fl.FAULTS) + ["tabular", "sequence"]
     start = time.perf_counter()
-    with ProcessPoolExecutor(args.workers) as pool:
-        results = list(pool.map(_job, [(n, s) for n in names for s in seeds]))
+    jobs = [(n, s) for n in names for s in seeds]
+    with worker_pool(len(jobs), args.workers) as pool:
+        results = list(pool.map(_job, jobs))
     seconds = time.perf_counter() - start
 
     confusion = defaultdict(Counter)

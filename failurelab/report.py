@@ -14,10 +14,7 @@ report can never disagree about a fault.
 from __future__ import annotations
 
 import html
-import multiprocessing
-import os
-import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -27,6 +24,7 @@ import pandas as pd
 
 from . import catalogue
 from .diagnosis import diagnose
+from .parallel import worker_pool
 from .faults import PHENOMENA, SHAPES, Fault, get
 from .recipes import baseline, diff
 from .signatures import Row, side_by_side
@@ -106,13 +104,6 @@ def _card_job(name: str, seed: int, steps: int | None, healthy: pd.DataFrame,
                 changed(fault), image)
 
 
-def _init_worker() -> None:
-    import torch
-
-    matplotlib.use("Agg")
-    torch.set_num_threads(1)
-
-
 def build_cards(names: Iterable[str], out_dir: str | Path, *, seed: int = 0,
                 steps: int | None = None, workers: int | None = None,
                 progress: Callable[[int, int], None] | None = None) -> list[Card]:
@@ -122,8 +113,6 @@ def build_cards(names: Iterable[str], out_dir: str | Path, *, seed: int = 0,
     names = [get(n).name for n in names]
     tasks = sorted({get(n).task for n in names})
     total, done = len(tasks) + len(names), 0
-    workers = workers or min(total, os.cpu_count() or 1)
-    context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
 
     def finished(futures):
         nonlocal done
@@ -133,7 +122,7 @@ def build_cards(names: Iterable[str], out_dir: str | Path, *, seed: int = 0,
                 progress(done, total)
             yield future.result()
 
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker) as pool:
+    with worker_pool(total, workers) as pool:
         healthy = dict(finished([pool.submit(_baseline_job, t, seed, steps) for t in tasks]))
         futures = [pool.submit(_card_job, n, seed, steps, healthy[get(n).task], str(out_dir))
                    for n in names]

@@ -8,17 +8,15 @@ sweep uses one worker process per core.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from typing import Callable, Iterable
 
 import pandas as pd
 
 from . import catalogue
 from .faults import get
+from .parallel import worker_pool
 from .recipes import baseline
 from .train import run
 
@@ -46,12 +44,6 @@ def _job(kind: str, name: str, seed: int, against: tuple[str, ...] = ()) -> list
     return rows
 
 
-def _init_worker() -> None:
-    import torch
-
-    torch.set_num_threads(1)
-
-
 def verify(faults: Iterable[str] | None = None, seeds: Iterable[int] = range(10), *,
            workers: int | None = None,
            progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
@@ -68,17 +60,14 @@ def verify(faults: Iterable[str] | None = None, seeds: Iterable[int] = range(10)
     tasks = sorted({get(n).task for n in names})
     jobs = [("fault", n, s) for n in names for s in seeds]
     jobs += [("baseline", t, s, tuple(names)) for t in tasks for s in seeds]
-    workers = workers or min(len(jobs), os.cpu_count() or 1)
     rows: list[dict] = []
-    if workers <= 1:
+    if workers == 1:
         for i, job in enumerate(jobs):
             rows += _job(*job)
             if progress:
                 progress(i + 1, len(jobs))
     else:
-        context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
-        with ProcessPoolExecutor(workers, mp_context=context,
-                                 initializer=_init_worker) as pool:
+        with worker_pool(len(jobs), workers) as pool:
             futures = [pool.submit(_job, *job) for job in jobs]
             for i, future in enumerate(as_completed(futures)):
                 rows += future.result()
