@@ -12,7 +12,6 @@ as an anchor, how often AUTOTRAINER/DeepDiagnosis-style rules flag the same runs
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections import Counter, defaultdict
