@@ -12,16 +12,20 @@ from .data import N_CLASSES, N_FEATURES, PAD, SEQ_CLASSES, VOCAB
 
 
 class Residual(nn.Module):
-    """h + W2 relu(W1 h): a residual block with no normalisation and default init."""
+    """h + s W2 relu(W1 h): a residual block with no normalisation and default init.
 
-    def __init__(self, hidden: int):
+    Each block adds its branch to the running activation, so L blocks grow it (and the
+    gradients) with L unless the branch is scaled down, e.g. s = 1/sqrt(2L)."""
+
+    def __init__(self, hidden: int, scale: float = 1.0):
         super().__init__()
         self.l1 = nn.Linear(hidden, hidden)
         self.relu = nn.ReLU()
         self.l2 = nn.Linear(hidden, hidden)
+        self.scale = scale
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return h + self.l2(self.relu(self.l1(h)))
+        return h + self.scale * self.l2(self.relu(self.l1(h)))
 
 
 class TabularMLP(nn.Module):
@@ -30,13 +34,15 @@ class TabularMLP(nn.Module):
     `depth` > 0 stacks that many residual blocks after the ReLU layer (none by default:
     no module is created and no random number drawn, so the baseline is unchanged)."""
 
-    def __init__(self, hidden: int, dropout: float, softmax_output: bool, depth: int = 0):
+    def __init__(self, hidden: int, dropout: float, softmax_output: bool, depth: int = 0,
+                 residual_scale: float = 1.0):
         super().__init__()
         self.fc1 = nn.Linear(N_FEATURES, hidden)
         self.sigmoid = nn.Sigmoid()
         self.fc2 = nn.Linear(hidden, hidden)
         self.relu = nn.ReLU()
-        self.blocks = nn.Sequential(*[Residual(hidden) for _ in range(depth)]) if depth else None
+        self.blocks = nn.Sequential(*[Residual(hidden, residual_scale)
+                                      for _ in range(depth)]) if depth else None
         self.drop = nn.Dropout(dropout)
         self.head = nn.Linear(hidden, N_CLASSES)
         # A classifier that ends in softmax, fed to cross-entropy, applies softmax twice.
@@ -97,7 +103,8 @@ def make_model(recipe) -> nn.Module:
     """Build the recipe's model with PyTorch's default init, then apply the init knobs."""
     softmax_output = recipe.output == "softmax"
     if recipe.task == "tabular":
-        model = TabularMLP(recipe.hidden, recipe.dropout, softmax_output, recipe.depth)
+        model = TabularMLP(recipe.hidden, recipe.dropout, softmax_output, recipe.depth,
+                           recipe.residual_scale)
     else:
         model = SequenceClassifier(recipe.hidden, recipe.mask_padding, recipe.mask_inverted,
                                    softmax_output)

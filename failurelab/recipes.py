@@ -40,6 +40,7 @@ class Recipe:
     # --- model ----------------------------------------------------------------------
     hidden: int = 64  # width of the hidden layers
     depth: int = 0  # extra residual ReLU blocks before the head, without normalisation
+    residual_scale: float = 1.0  # multiplies each residual branch (1/sqrt(2 depth) tames it)
     dropout: float = 0.1  # dropout probability before the output layer (tabular)
     init_scale: float = 1.0  # multiplies every weight matrix after PyTorch's default init
     sigmoid_gain: float = 1.0  # extra multiplier on the weights feeding the sigmoid layer
@@ -82,7 +83,8 @@ _SEQUENCE = dict(task="sequence", n_train=2000, n_val=500, hidden=32, dropout=0.
 # Fields that only mean something for one task, with the value the other task must keep.
 _TASK_ONLY = {
     "tabular": {"normalize_inputs": True, "nan_rows": 0, "impute_missing": False,
-                "sigmoid_gain": 1.0, "relu_bias": 0.0, "dropout": 0.0, "depth": 0},
+                "sigmoid_gain": 1.0, "relu_bias": 0.0, "dropout": 0.0, "depth": 0,
+                "residual_scale": 1.0},
     "sequence": {"mask_padding": True, "mask_inverted": False},
 }
 
@@ -156,6 +158,7 @@ def _problems(r: Recipe):
                 integer=True),
         _number("hidden", r.hidden, 1, 4096, integer=True),
         _number("depth", r.depth, 0, 256, integer=True),
+        _number("residual_scale", r.residual_scale, 0.0, 10.0, lo_open=True),
         _number("dropout", r.dropout, 0.0, 0.99),
         _number("init_scale", r.init_scale, 0.0, 1e3, lo_open=True),
         _number("sigmoid_gain", r.sigmoid_gain, 0.0, 1e3, lo_open=True),

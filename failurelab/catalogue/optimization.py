@@ -167,11 +167,12 @@ EXPLODING_GRADIENTS = Fault(
     experiment="Clip the gradient norm at 10: the NaN disappears, but the loss "
                "still explodes (to 1e11 and beyond) and nothing is learned. Clipping "
                "treats the symptom; the cause is depth x rate.",
-    fix="Lower the rate for the deeper model (here 5x), or add normalisation / "
-        "scaled residual branches; use clipping only as a guard rail.",
+    fix="Scale each residual branch by 1/sqrt(2 x depth) (here 0.14), as deep "
+        "Transformers do, or add normalisation; a lower rate also helps. Use clipping "
+        "only as a guard rail.",
     edit=lambda r: r.replace(depth=24),
     instrument="gradients",
-    repair=_lr(0.2),
+    repair=lambda r: r.replace(residual_scale=round(1 / (2 * r.depth) ** 0.5, 3)),
     probe=lambda r: r.replace(grad_clip=10.0),
     signature=Signature((
         C("nonfinite_losses", True, 0.5, "non-finite losses",
