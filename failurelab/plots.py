@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
@@ -285,7 +284,7 @@ def compare(baseline, faulty, fault=None, instrument=None) -> Figure:
         draw = FUNCTIONS[draw]
     title = f"{fault}: {get_fault(fault).title}" if fault else "baseline vs faulty"
     runs = {"baseline": baseline, fault or "faulty": faulty}
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
+    fig, (left, right) = _pyplot().subplots(1, 2, figsize=(11, 3.8), layout="constrained")
     loss(runs, ax=left)
     draw(runs, ax=right)
     fig.suptitle(title)
@@ -294,7 +293,7 @@ def compare(baseline, faulty, fault=None, instrument=None) -> Figure:
 
 def overview(run_or_runs) -> Figure:
     """The six main instruments in a 2x3 grid, for a first look at a run."""
-    fig, axes = plt.subplots(2, 3, figsize=(15, 7), layout="constrained")
+    fig, axes = _pyplot().subplots(2, 3, figsize=(15, 7), layout="constrained")
     for draw, ax in zip((loss, gradients, update_ratio, activations, validation, inputs),
                         axes.flat):
         draw(run_or_runs, ax=ax)
@@ -302,10 +301,18 @@ def overview(run_or_runs) -> Figure:
     return _detached(fig)
 
 
+def _pyplot():
+    """pyplot, imported on first use: it costs a third of a second that `import
+    failurelab` (the CLI, every notebook kernel, every test worker) need not pay."""
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _detached(fig: Figure) -> Figure:
     """Hand the figure to the caller only: pyplot forgets it, so a notebook shows the
     returned figure once instead of twice, and loops that make many do not pile up."""
-    plt.close(fig)
+    _pyplot().close(fig)
     return fig
 
 
@@ -341,7 +348,7 @@ def _label(run, i: int | None) -> str:
 
 def _axes(ax: Axes | None) -> Axes:
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+        _, ax = _pyplot().subplots(figsize=(6.4, 3.6), layout="constrained")
     return ax
 
 
