@@ -154,23 +154,23 @@ BATCH_TOO_SMALL = Fault(
 
 EXPLODING_GRADIENTS = Fault(
     name="exploding_gradients",
-    title="Deep residual stack (24 blocks, no normalisation) at a shallow model's rate",
+    title="Deep residual stack (32 blocks, no normalisation) at a shallow model's rate",
     family="optimization", task="tabular", shape="diverging", phenomenon="C",
     symptom="The loss wobbles, then climbs by orders of magnitude within a few "
             "steps and turns NaN; gradient norms start several times above the "
             "baseline's and blow up in the last blocks and the head first.",
     cause="Each residual block adds its output to the running activation with "
-          "nothing to rescale it, so 24 of them multiply the size of activations "
+          "nothing to rescale it, so 32 of them multiply the size of activations "
           "and gradients. A rate tuned for the 3-layer model now makes steps that "
           "enlarge the next gradient, which enlarges the next step: a feedback loop "
           "that ends in overflow.",
     experiment="Clip the gradient norm at 10: the NaN disappears, but the loss "
                "still explodes (to 1e11 and beyond) and nothing is learned. Clipping "
                "treats the symptom; the cause is depth x rate.",
-    fix="Scale each residual branch by 1/sqrt(2 x depth) (here 0.14), as deep "
+    fix="Scale each residual branch by 1/sqrt(2 x depth) (here 0.125), as deep "
         "Transformers do, or add normalisation; a lower rate also helps. Use clipping "
         "only as a guard rail.",
-    edit=lambda r: r.replace(depth=24),
+    edit=lambda r: r.replace(depth=32),
     instrument="gradients",
     repair=lambda r: r.replace(residual_scale=round(1 / (2 * r.depth) ** 0.5, 3)),
     probe=lambda r: r.replace(grad_clip=10.0),
