@@ -142,7 +142,7 @@ BATCH_TOO_SMALL = Fault(
     signature=Signature((
         C("loss_swing", True, 0.25, "swing of the smoothed loss",
           "minibatch noise around a settled loss stays under 0.11 of its scale once "
-          "smoothed over 9 steps", log=False, unit=0.05),
+          "smoothed over 3 steps", log=False, unit=0.05),
         C("batch_size_median", False, 8, "samples per batch",
           "a handful of samples per step: every estimate is noise-dominated"),
     ), "tiny batches make every step noisy - use a larger batch or a smaller rate"),
