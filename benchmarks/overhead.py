@@ -24,7 +24,7 @@ def loop(preset: str | None, steps: int, seed: int = 0) -> float:
     """Seconds per step of a plain SGD loop over the lab's tabular MLP parts."""
     parts = fl.build(fl.baseline("tabular"), seed=seed)
     model, opt, loss_fn = parts.model, parts.optimizer, parts.loss_fn
-    batches = [b for _, b in zip(range(steps), _endless(parts.train_loader))]
+    batches = [b for _, b in zip(range(steps), fl.train.endless_batches(parts.train_loader))]
     mon = fl.Monitor(model, opt, preset=preset) if preset else None
     start = time.perf_counter()
     for X, y in batches:
@@ -39,11 +39,6 @@ def loop(preset: str | None, steps: int, seed: int = 0) -> float:
         assert len(mon.history) == steps
         mon.close()
     return elapsed / steps
-
-
-def _endless(loader):
-    while True:
-        yield from loader
 
 
 def main() -> None:

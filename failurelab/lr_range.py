@@ -18,7 +18,7 @@ import torch
 
 from .faults import resolve
 from .recipes import Recipe
-from .train import Parts, _endless, _torch_threads, build
+from .train import Parts, endless_batches, torch_threads, build
 
 START_LR, END_LR = 1e-5, 10.0  # the sweep's range, wide enough for SGD and Adam alike
 SWEEP_STEPS = 100  # rates tried, one batch each
@@ -53,7 +53,7 @@ def lr_range_test(recipe_or_parts: Recipe | str | Parts, seed: int = 0, *,
         build(resolve(recipe_or_parts), seed)
     saved = copy.deepcopy((parts.model.state_dict(), parts.optimizer.state_dict()))
     try:
-        with _torch_threads(1), torch.random.fork_rng():
+        with torch_threads(1), torch.random.fork_rng():
             torch.manual_seed(seed)
             table, stopped_at = _sweep(parts, np.geomspace(start, end, steps))
     finally:
@@ -65,7 +65,7 @@ def lr_range_test(recipe_or_parts: Recipe | str | Parts, seed: int = 0, *,
 def _sweep(parts: Parts, rates: np.ndarray) -> tuple[pd.DataFrame, float | None]:
     """Loss per rate, and the rate at which the loss blew up (None: it never did)."""
     model, optimizer, loss_fn = parts.model, parts.optimizer, parts.loss_fn
-    batches = _endless(parts.train_loader)
+    batches = endless_batches(parts.train_loader)
     rows, average, best = [], 0.0, math.inf
     model.train()
     for i, lr in enumerate(rates):

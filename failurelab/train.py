@@ -80,7 +80,7 @@ def run(recipe_or_name: Recipe | str, *, seed: int = 0, steps: int | None = None
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     started = time.perf_counter()
-    with _torch_threads(threads), torch.random.fork_rng():
+    with torch_threads(threads), torch.random.fork_rng():
         parts = build(recipe, seed)
         torch.manual_seed(seed)  # dropout draws from here
         history, first_bad = _train(parts, preset)
@@ -92,7 +92,7 @@ def _train(parts: Parts, preset: str):
     amp_dtype = getattr(torch, recipe.dtype)
     use_amp = recipe.dtype != "float32"
     scaler = torch.amp.GradScaler("cpu", enabled=recipe.loss_scaling)
-    batches = _endless(parts.train_loader)
+    batches = endless_batches(parts.train_loader)
     first_bad = None
     with Monitor(model, optimizer, preset=preset) as mon:
         for step in range(recipe.steps):
@@ -179,14 +179,15 @@ def _purity(y: torch.Tensor) -> float:
     return float(torch.bincount(y).max()) / len(y)
 
 
-def _endless(loader):
+def endless_batches(loader):
     """Batches forever, epoch after epoch; the loader reshuffles each epoch."""
     while True:
         yield from loader
 
 
 @contextlib.contextmanager
-def _torch_threads(n: int):
+def torch_threads(n: int):
+    """Run the block with `n` torch threads, then restore the caller's setting."""
     before = torch.get_num_threads()
     torch.set_num_threads(n)
     try:

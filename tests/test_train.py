@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import failurelab as fl
+from failurelab.train import endless_batches
 
 TIMING = ["t_data", "t_forward", "t_backward", "t_step"]
 
@@ -79,7 +80,7 @@ def test_parts_in_a_plain_loop_with_a_monitor_give_the_run_history():
     torch.manual_seed(2)  # dropout draws from the global generator, as in fl.run
     model, opt = parts.model, parts.optimizer
     with fl.Monitor(model, opt) as mon:
-        for step, (X, y) in zip(range(40), _endless(parts.train_loader)):
+        for step, (X, y) in zip(range(40), endless_batches(parts.train_loader)):
             opt.zero_grad()
             loss = parts.loss_fn(model(X), y)
             loss.backward()
@@ -88,11 +89,6 @@ def test_parts_in_a_plain_loop_with_a_monitor_give_the_run_history():
     mine = mon.history
     assert mine["loss"].tolist() == run.history["loss"].tolist()
     assert mine["grad_norm"].tolist() == run.history["grad_norm"].tolist()
-
-
-def _endless(loader):
-    while True:
-        yield from loader
 
 
 def test_validation_and_timing_columns_are_recorded():
