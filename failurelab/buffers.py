@@ -37,9 +37,10 @@ class ChainBuffers:
             torch._foreach_copy_(self.weight_rows[slot], self.params)
         torch._foreach_copy_(self.grad_rows[slot + 1], grads)
 
-    def at_record(self, slot: int, stepped: bool, grads: list[torch.Tensor]) -> None:
+    def at_record(self, slot: int, stepped: bool, grads) -> None:
+        """`grads()` gives the current gradients; asked for only when no step ran."""
         if not stepped:  # no optimizer step (AMP skipped it): weights unchanged
-            self.before_step(slot, True, grads)
+            self.before_step(slot, True, grads())
 
     def columns(self, k: int, close: bool, sizes) -> torch.Tensor:
         if close:  # the weights after the chunk's last step are the current ones
@@ -77,10 +78,11 @@ class SampleBuffers:
         torch._foreach_copy_(self.rows[1][slot], grads)
         self.have_prev = True
 
-    def at_record(self, slot: int, stepped: bool, grads: list[torch.Tensor]) -> None:
+    def at_record(self, slot: int, stepped: bool, grads) -> None:
+        """`grads()` gives the current gradients; asked for only when no step ran."""
         torch._foreach_copy_(self.rows[3][slot], self.params)
         if not stepped:
-            torch._foreach_copy_(self.rows[0][slot], grads)
+            torch._foreach_copy_(self.rows[0][slot], grads())
             self.bufs[2][slot] = self.bufs[3][slot]
         if not self.have_prev:
             self.bufs[1][slot] = _NAN  # no previous step to compare with

@@ -133,8 +133,11 @@ class Monitor:
         """The model's input batch and output (one hook for both: each hook costs µs)."""
         if not torch.is_grad_enabled():
             return
-        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
-        self._input = tensors[0] if tensors else None
+        if args and isinstance(args[0], torch.Tensor):
+            self._input = args[0]
+        else:
+            self._input = next((a for a in (*args, *kwargs.values())
+                                if isinstance(a, torch.Tensor)), None)
         if isinstance(output, torch.Tensor):
             self._output = output.detach()
             if output.requires_grad:
@@ -164,7 +167,7 @@ class Monitor:
         if self._count % self._interval == 0:
             slot = self._filled
             with torch.no_grad():
-                self._buffers.at_record(slot, self._stepped, self._current_grads())
+                self._buffers.at_record(slot, self._stepped, self._current_grads)
         self._stepped = False
         inputs, self._input = self._input, None
         output, self._output = self._output, None
@@ -174,9 +177,8 @@ class Monitor:
         if self.preset == "full":
             # Copy the batch: a loop may refill one input buffer in place every step.
             inputs = inputs.detach().clone() if inputs is not None else None
-            shapes = tuple(None if t is None else (t.shape, t.dtype)
-                           for t in (inputs, output, output_grad))
-            shapes += tuple((name, out.shape) for name, out in outputs.items())
+            shapes = (_shape(inputs), _shape(output), _shape(output_grad),
+                      *[out.shape for out in outputs.values()])
         step = _Step(loss_value, slot, inputs, output, output_grad, outputs, extra, shapes)
         if self._pending and shapes != self._pending[0].shapes:
             self._flush(moving=slot)  # computes the other pending steps; this one moves to 0
@@ -337,6 +339,10 @@ def _chunk_length(step: _Step, n_params: int) -> int:
                 for t in (step.inputs, step.output, step.output_grad, *step.outputs.values())
                 if t is not None)
     return max(1, min(CHUNK_STEPS, CHUNK_BYTES // max(held, 1)))
+
+
+def _shape(t: torch.Tensor | None):
+    return None if t is None else (t.shape, t.dtype)
 
 
 def _std(total: float, total_sq: float, n: int) -> float:
