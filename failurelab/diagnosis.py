@@ -16,6 +16,7 @@ import pandas as pd
 
 from . import catalogue
 from .quantities import measure
+from .runs import history_of
 
 # --- shape thresholds (each is checked in the order of `_shape` below) ----------------
 BLOWUP = 10.0  # a final loss 10x the initial one has blown up, NaN or not
@@ -120,10 +121,7 @@ def diagnose(history) -> Diagnosis:
 
 
 def _history(obj) -> pd.DataFrame:
-    history = getattr(obj, "history", obj)
-    if not isinstance(history, pd.DataFrame):
-        raise TypeError(f"diagnose needs a Run or a history DataFrame, got "
-                        f"{type(obj).__name__}")
+    history = history_of(obj, "diagnose")
     if "loss" not in history.columns:
         raise ValueError("diagnose needs a history with a 'loss' column (one row per step)")
     if history.empty:

@@ -10,6 +10,7 @@ from typing import Callable
 import pandas as pd
 
 from .recipes import Recipe, baseline
+from .runs import history_of
 from .signatures import Evidence, Signature
 
 FAMILIES = ("data", "optimization", "numerics", "activation", "implementation",
@@ -106,11 +107,7 @@ def check(run_or_history, name: str) -> Evidence:
     does not; returns the evidence when it does.
     """
     fault = get(name)
-    history = getattr(run_or_history, "history", run_or_history)
-    if not isinstance(history, pd.DataFrame):
-        raise TypeError(f"check needs a Run or a history DataFrame, "
-                        f"got {type(run_or_history).__name__}")
-    evidence = fault.evidence(history)
+    evidence = fault.evidence(history_of(run_or_history, "check"))
     if not evidence.fired:
         raise AssertionError(f"{name}: signature not shown: {evidence.sentence}")
     return evidence

@@ -25,7 +25,7 @@ from .faults import get as get_fault
 from .quantities import first_nonfinite
 from .recipes import baseline as baseline_recipe
 from .recipes import diff
-from .runs import TIMING_COLUMNS
+from .runs import TIMING_COLUMNS, history_of
 
 HEALTHY_UPDATE_RATIO = (1e-4, 1e-1)  # outside it, steps are too timid or too violent
 FLOAT16_MAX = 65504.0  # largest finite float16: a larger input becomes inf under autocast
@@ -326,14 +326,8 @@ def _items(runs) -> list[tuple[str, pd.DataFrame]]:
         pairs = [(_label(r, i), r) for i, r in enumerate(runs)]
     else:
         pairs = [(_label(runs, None), runs)]
-    out = []
-    for label, r in pairs:
-        history = getattr(r, "history", r)
-        if not isinstance(history, pd.DataFrame):
-            raise TypeError(f"expected a Run, a history DataFrame, or a list or dict of "
-                            f"them, got {type(r).__name__}")
-        out.append((label, history))
-    return out
+    return [(label, history_of(r, "a plot", "a Run, a history DataFrame, or a list or "
+                                            "dict of them")) for label, r in pairs]
 
 
 def _label(run, i: int | None) -> str:

@@ -62,6 +62,15 @@ class Run:
         save_history(self.history, path)
 
 
+def history_of(obj, who: str, accepted: str = "a Run or a history DataFrame") -> pd.DataFrame:
+    """The history of a `Run`, or a history DataFrame as it is: what every reader of
+    telemetry accepts.  Anything else is a TypeError saying what `who` needs."""
+    history = getattr(obj, "history", obj)
+    if not isinstance(history, pd.DataFrame):
+        raise TypeError(f"{who} needs {accepted}, got {type(obj).__name__}")
+    return history
+
+
 def _first(s: pd.Series) -> float:
     return float(s.iloc[0]) if len(s) else math.nan
 

@@ -31,6 +31,7 @@ from .diagnosis import diagnose
 from .faults import SHAPES
 from .files import atomic_write, exclusive_lock
 from .grading import HEALTHY, NO_PREDICTION, grade
+from .runs import history_of
 
 FORMAT = "failurelab-worksheet"  # the marker that tells a worksheet from any other JSON
 VERSION = 1
@@ -205,9 +206,7 @@ def _unchanged(entry: Entry, new: Prediction) -> bool:
 
 def read_telemetry(run) -> Observation:
     """Diagnose a Run's history or a bare history; nothing but the telemetry is read."""
-    history = getattr(run, "history", run)
-    if not isinstance(history, pd.DataFrame):
-        raise TypeError(f"observe needs a Run or a history DataFrame, got {type(run).__name__}")
+    history = history_of(run, "observe")
     d = diagnose(history)
     cause = d.top or (HEALTHY if d.shape == "healthy" else None)
     evidence = d.causes[0][2] if d.causes else d.shape_evidence
