@@ -198,8 +198,8 @@ class Monitor:
         differ); it is kept and moved to slot 0."""
         steps, self._pending = self._pending, []
         k, self._filled = self._filled, 0
-        values = self._quantities([s for s in steps if s.slot is not None], k, moving) \
-            if k else []
+        values, broken = self._quantities([s for s in steps if s.slot is not None], k,
+                                          moving) if k else ([], {})
         for step in steps:
             loss_nonfinite = 0 if math.isfinite(step.loss) else 1
             if step.slot is None:  # economy skipped this step: only the loss was seen
@@ -208,7 +208,7 @@ class Monitor:
                 v = values[step.slot]
                 # A NaN/Inf gradient: count its broken entries and its exact zeros directly
                 # (the fast float path cannot tell NaN from 0).
-                bad, zero_share = self._broken.get(step.slot, (0, v[5]))
+                bad, zero_share = broken.get(step.slot, (0, v[5]))
                 row = [len(self._rows), step.loss, *v[:5], loss_nonfinite + bad, zero_share]
                 if self.preset == "full":  # per-parameter columns, then forward statistics
                     row = self._forward_row(step, row + v[6:])
@@ -216,16 +216,18 @@ class Monitor:
         self._frame = None
 
     def _quantities(self, steps: list[_Step], k: int, moving: int | None):
-        """Raw per-step values (one list per observed pending step), in column order."""
+        """Raw per-step values (one list per observed pending step), in column order, and
+        {slot: (non-finite entries, share of zeros)} for the steps whose gradient norm
+        came out non-finite."""
         with torch.no_grad():
             parts = [self._buffers.columns(k, moving is None, self._sizes)]
             if self.preset == "full":
                 parts += self._forward_quantities(steps)
             values = torch.cat(parts, dim=1).tolist()
-            self._broken = {slot: probes.broken_entries(self._buffers.step_grads(slot))
-                            for slot, v in enumerate(values) if not math.isfinite(v[0])}
+            broken = {slot: probes.broken_entries(self._buffers.step_grads(slot))
+                      for slot, v in enumerate(values) if not math.isfinite(v[0])}
             self._buffers.carry(k, moving)
-        return values
+        return values, broken
 
     def _forward_quantities(self, steps: list[_Step]) -> list[torch.Tensor]:
         nan = torch.full((len(steps), 3), _NAN, device=self._buffers.device)
