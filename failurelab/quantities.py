@@ -42,6 +42,12 @@ def _column(h: pd.DataFrame, name: str) -> pd.Series | None:
     return h[name] if name in h.columns and h[name].notna().any() else None
 
 
+def _values(h: pd.DataFrame, name: str) -> pd.Series | None:
+    """The finite values of a column, or None when it is missing or all NaN."""
+    col = _column(h, name)
+    return None if col is None else _finite(col)
+
+
 def _modules(h: pd.DataFrame, prefix: str) -> list[pd.Series]:
     return [h[c] for c in h.columns if c.startswith(prefix + "/") and h[c].notna().any()]
 
@@ -51,6 +57,19 @@ def _median(s: pd.Series | None) -> float:
         return NAN
     s = _finite(s)
     return float(s.median()) if len(s) else NAN
+
+
+def _stat(s: pd.Series | None, how: Callable[[pd.Series], float]) -> float:
+    """`how(s)` as a float; NaN when the column is missing or empty."""
+    return float(how(s)) if s is not None and len(s) else NAN
+
+
+def _first(s: pd.Series) -> float:
+    return s.iloc[0]
+
+
+def _last(s: pd.Series) -> float:
+    return s.iloc[-1]
 
 
 def _losses(h: pd.DataFrame) -> pd.Series:
@@ -177,7 +196,7 @@ def grad_norm_rising(h):
 
 def update_ratio_median(h):
     """Median ‖Δw‖/‖w‖ per step; the usual healthy range is about 1e-4 to 1e-1."""
-    return _median(h["update_ratio"]) if "update_ratio" in h else NAN
+    return _median(_column(h, "update_ratio"))
 
 
 def update_ratio_start(h):
@@ -188,7 +207,7 @@ def update_ratio_start(h):
 
 def zero_grad_median(h):
     """Median share of gradient entries that are exactly zero."""
-    return _median(h["zero_grad_frac"]) if "zero_grad_frac" in h else NAN
+    return _median(_column(h, "zero_grad_frac"))
 
 
 def first_layer_grad_share(h):
@@ -237,8 +256,7 @@ def dead_end(h):
 
 def input_absmax(h):
     """Largest absolute input value seen in any batch."""
-    col = _column(h, "input_absmax")
-    return float(_finite(col).max()) if col is not None and len(_finite(col)) else NAN
+    return _stat(_values(h, "input_absmax"), pd.Series.max)
 
 
 def input_scale_spread(h):
@@ -255,8 +273,7 @@ def batch_size_median(h):
 def output_scale_start(h):
     """Std of the model's outputs (logits) on the first batch: a well-scaled
     initialisation starts near neutral predictions, std ~1 or less."""
-    col = _column(h, "output_std")
-    return float(col.iloc[0]) if col is not None else NAN
+    return _stat(_column(h, "output_std"), _first)
 
 
 def output_grad_zero_median(h):
@@ -270,8 +287,7 @@ def output_grad_floor(h):
     """Smallest non-zero |gradient| that reached the model's output in the whole run.
     Float16 holds nothing between 0 and 6e-8 (2^-24), so a float16 gradient never goes
     lower; float32 gradients of well-fitted samples reach 1e-13 and below."""
-    col = _column(h, "output_grad_min")
-    return float(_finite(col).min()) if col is not None and len(_finite(col)) else NAN
+    return _stat(_values(h, "output_grad_min"), pd.Series.min)
 
 
 def input_is_tokens(h):
@@ -290,31 +306,24 @@ def input_nonfinite_total(h):
 
 # --- validation, data and timing (recorded by fl.run, or by you as extra columns) -----
 
-def _val(h, name):
-    return _finite(h[name]) if name in h and h[name].notna().any() else None
-
-
 def val_acc_best(h):
-    s = _val(h, "val_acc")
-    return float(s.max()) if s is not None and len(s) else NAN
+    return _stat(_values(h, "val_acc"), pd.Series.max)
 
 
 def val_acc_end(h):
-    s = _val(h, "val_acc")
-    return float(s.iloc[-1]) if s is not None and len(s) else NAN
+    return _stat(_values(h, "val_acc"), _last)
 
 
 def val_min_recall_end(h):
     """Recall of the worst class at the last evaluation: 0 when one class is never
     predicted."""
-    s = _val(h, "val_min_recall")
-    return float(s.iloc[-1]) if s is not None and len(s) else NAN
+    return _stat(_values(h, "val_min_recall"), _last)
 
 
 def val_loss_rise(h):
     """How far (in nats) the validation loss ended above its lowest point, both
     smoothed over 3 evaluations: single evaluations of a healthy run jump by ~0.2."""
-    s = _val(h, "val_loss")
+    s = _values(h, "val_loss")
     if s is None or len(s) < 4:
         return NAN
     smooth = s.rolling(3).mean().dropna()
@@ -323,8 +332,7 @@ def val_loss_rise(h):
 
 def val_jitter_max(h):
     """Largest logit difference between two identical validation passes."""
-    s = _val(h, "val_jitter")
-    return float(s.max()) if s is not None and len(s) else NAN
+    return _stat(_values(h, "val_jitter"), pd.Series.max)
 
 
 def train_val_acc_gap(h):
@@ -337,8 +345,7 @@ def train_val_acc_gap(h):
 def train_eval_loss_gap(h):
     """Training loss over the last 20% minus the final validation loss: training in
     train mode (dropout on) against evaluating without it."""
-    s = _val(h, "val_loss")
-    return loss_end(h) - float(s.iloc[-1]) if s is not None and len(s) else NAN
+    return loss_end(h) - _stat(_values(h, "val_loss"), _last)
 
 
 def label_purity_median(h):
@@ -367,20 +374,21 @@ def pad_attention_median(h):
 
 def pad_sensitivity_max(h):
     """Largest mean change of the predicted probability when pads are appended."""
-    s = _val(h, "pad_sensitivity")
-    return float(s.max()) if s is not None and len(s) else NAN
+    return _stat(_values(h, "pad_sensitivity"), pd.Series.max)
 
 
 QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
     f.__name__: f for f in (
         loss_start, loss_end, loss_peak_ratio, loss_progress, loss_end_spread,
-        nonfinite_losses, first_nonfinite, loss_swing, loss_spikiness, loss_persistence, grad_cosine_end, grad_growth, grad_norm_rising, update_ratio_median,
+        nonfinite_losses, first_nonfinite, loss_swing, loss_spikiness, loss_persistence,
+        grad_cosine_end, grad_growth, grad_norm_rising, update_ratio_median,
         update_ratio_start, zero_grad_median, first_layer_grad_share, weight_norm_change,
         saturation_median, dead_start, dead_end, input_absmax, input_scale_spread,
-        batch_size_median, input_is_tokens, output_scale_start, output_grad_zero_median, output_grad_floor,
-        input_nonfinite_total, val_acc_best, val_acc_end, val_min_recall_end, val_loss_rise,
-        val_jitter_max, train_val_acc_gap, train_eval_loss_gap, label_purity_median,
-        data_time_share, pad_attention_median, pad_sensitivity_max,
+        batch_size_median, input_is_tokens, output_scale_start, output_grad_zero_median,
+        output_grad_floor, input_nonfinite_total, val_acc_best, val_acc_end,
+        val_min_recall_end, val_loss_rise, val_jitter_max, train_val_acc_gap,
+        train_eval_loss_gap, label_purity_median, data_time_share, pad_attention_median,
+        pad_sensitivity_max,
     )
 }
 
