@@ -11,24 +11,13 @@ import os
 import tempfile
 from pathlib import Path
 
-try:
-    import fcntl
-except ImportError:  # no flock (Windows): each write is still atomic, just not serialised
-    fcntl = None
+from filelock import FileLock
 
 
-@contextlib.contextmanager
-def exclusive_lock(path: Path):
-    """An exclusive lock on `<path>.lock`, shared by every process writing `path`."""
-    if fcntl is None:
-        yield
-        return
-    with open(path.with_name(path.name + ".lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def exclusive_lock(path: Path) -> FileLock:
+    """An exclusive lock on `<path>.lock`, shared by every process writing `path`
+    (filelock: flock on POSIX, msvcrt on Windows, so student laptops are covered)."""
+    return FileLock(path.with_name(path.name + ".lock"))
 
 
 def atomic_write(path: Path, text: str) -> None:
