@@ -11,6 +11,7 @@ signature.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -76,7 +77,7 @@ def main() -> int:
     args = parser.parse_args()
     seeds = fl.parse_seeds(args.seeds)
     results, seconds = timed_verify(seeds=seeds, workers=args.workers)
-    workers = args.workers or min(len(results), __import__("os").cpu_count() or 1)
+    workers = args.workers or min(len(results), os.cpu_count() or 1)
     Path(args.out).write_text(render(results, args.seeds, seconds, workers))
     table = summary(results)
     print(table.to_string())

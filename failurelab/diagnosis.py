@@ -49,10 +49,12 @@ NEXT_STEP = {
                  "get more data",
 }
 
-SHAPE_COLUMNS = {
-    "gradients": "grad_norm", "validation": "val_loss", "batch labels": "label_purity", "timing": "t_data",
-    "input statistics": "input_absmax", "output gradient": "output_grad_zero_frac",
-    "padding": "pad_attention",
+# Instruments a history may lack (a plain Monitor has no validation or timing), each
+# by one column it writes: when absent, the diagnosis says so.
+INSTRUMENT_COLUMNS = {
+    "gradients": "grad_norm", "validation": "val_loss", "batch labels": "label_purity",
+    "timing": "t_data", "input statistics": "input_absmax",
+    "output gradient": "output_grad_zero_frac", "padding": "pad_attention",
 }
 
 
@@ -102,7 +104,7 @@ def diagnose(history) -> Diagnosis:
     shape, evidence, alternative = _shape(values)
     fired, unchecked = _evaluate(history, values)
     causes = [(e.fault, e.score, e.sentence) for e in fired]
-    missing = [name for name, col in SHAPE_COLUMNS.items() if col not in history.columns
+    missing = [name for name, col in INSTRUMENT_COLUMNS.items() if col not in history.columns
                and not (name == "padding" and values["input_is_tokens"] == 0)]
     if fired:  # other causes whose evidence is nearly as strong
         lookalikes = [e.fault for e in fired[1:] if fired[0].score - e.score < LOOKALIKE_GAP]

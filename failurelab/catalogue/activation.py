@@ -103,4 +103,4 @@ BAD_INIT = Fault(
     ), "the rate changes nothing at step 0: it is the initialisation"),
 )
 
-FAULTS = (SATURATED_SIGMOID, DEAD_RELU, BAD_INIT,)
+FAULTS = (SATURATED_SIGMOID, DEAD_RELU, BAD_INIT)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..faults import Fault
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import CALM, FINITE, GRADIENTS_FLOW, INPUTS_SCALED, LEARNS, MOVING, STUCK, WEIGHTS_KEPT, _lr
+from .conditions import (CALM, FINITE, GRADIENTS_FLOW, INPUTS_SCALED, LEARNS, MOVING, STUCK,
+                         WEIGHTS_KEPT, _lr)
 
 SHUFFLED_LABELS = Fault(
     name="shuffled_labels",
@@ -248,4 +249,5 @@ OVERFITTING = Fault(
     ), "regularisation stops the climb: it was overfitting"),
 )
 
-FAULTS = (SHUFFLED_LABELS, NO_INPUT_NORM, NAN_IN_DATA, NO_SHUFFLE, LABEL_OFFSET, CLASS_IMBALANCE, OVERFITTING,)
+FAULTS = (SHUFFLED_LABELS, NO_INPUT_NORM, NAN_IN_DATA, NO_SHUFFLE, LABEL_OFFSET,
+          CLASS_IMBALANCE, OVERFITTING)

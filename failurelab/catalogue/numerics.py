@@ -85,4 +85,4 @@ FP16_OVERFLOW = Fault(
     ), "with float32's exponent range there is no NaN: it was an overflow"),
 )
 
-FAULTS = (FP16_NO_SCALING, FP16_OVERFLOW,)
+FAULTS = (FP16_NO_SCALING, FP16_OVERFLOW)
