@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Callable
 
 import pandas as pd
 
-from .recipes import Recipe, baseline
+from .recipes import Edit, Recipe, Scale, Set, apply, baseline
 from .runs import history_of
 from .signatures import Evidence, Signature
 
@@ -19,8 +18,6 @@ SHAPES = ("diverging", "oscillating", "plateau", "stepwise", "degrading", "nonfi
           "healthy")  # "healthy": the loss looks fine; only a dedicated measurement shows it
 PHENOMENA = {"A": "loss diverges", "B": "loss does not go down", "C": "NaN",
              "D": "training is unbearably slow"}
-
-Edit = Callable[[Recipe], Recipe]
 
 
 @dataclass(frozen=True)
@@ -37,7 +34,7 @@ class Fault:
     cause: str  # the violated premise and the mechanism
     experiment: str  # the single-factor experiment that tells it apart, and its outcome
     fix: str  # what a practitioner changes
-    edit: Edit  # the injection: returns a changed copy of a recipe
+    edit: Edit  # the injection, as data: the Set/Scale changes it makes to a recipe
     repair: Edit  # the fix, applied to the faulty recipe
     probe: Edit  # the distinguishing experiment, applied to the faulty recipe
     signature: Signature  # what a run with this fault measurably shows
@@ -48,15 +45,20 @@ class Fault:
     instrument: str | None = None  # the plot that shows the cause, if not the signature's
 
     def inject(self, recipe: Recipe) -> Recipe:
-        return self.edit(recipe)
+        return apply(recipe, self.edit)
 
     def apply_fix(self, faulty: Recipe) -> Recipe:
         """The repair a practitioner would make (not necessarily the baseline)."""
-        return self.repair(faulty)
+        return apply(faulty, self.repair)
 
     def distinguishing(self, faulty: Recipe) -> Recipe:
         """The single-factor experiment that tells this fault from its look-alikes."""
-        return self.probe(faulty)
+        return apply(faulty, self.probe)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The recipe fields the injection changes: where the fault enters the loop."""
+        return tuple(change.field for change in self.edit)
 
     def evidence(self, history: pd.DataFrame, cache: dict | None = None) -> Evidence:
         return self.signature.evaluate(self.name, history, cache)
@@ -68,6 +70,9 @@ class Fault:
             raise ValueError(f"{self.name}: shape must be one of {SHAPES}")
         if self.phenomenon not in (None, *PHENOMENA):
             raise ValueError(f"{self.name}: phenomenon must be one of {tuple(PHENOMENA)}")
+        for role in ("edit", "repair", "probe"):
+            if not all(isinstance(c, (Set, Scale)) for c in getattr(self, role)):
+                raise TypeError(f"{self.name}: {role} must be a tuple of Set/Scale changes")
 
 
 def get(name: str) -> Fault:

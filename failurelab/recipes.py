@@ -111,6 +111,47 @@ def parse_seeds(text: str) -> list[int]:
     return sorted(seeds)
 
 
+@dataclass(frozen=True)
+class Set:
+    """An edit as data: set recipe field `field` to `value`."""
+
+    field: str
+    value: object
+
+    def apply(self, recipe: Recipe) -> Recipe:
+        return recipe.replace(**{self.field: self.value})
+
+    def __str__(self) -> str:
+        return f"{self.field} = {self.value!r}"
+
+
+@dataclass(frozen=True)
+class Scale:
+    """An edit as data: multiply recipe field `field` by `factor` (integer fields are
+    rounded to the nearest integer)."""
+
+    field: str
+    factor: float
+
+    def apply(self, recipe: Recipe) -> Recipe:
+        old = getattr(recipe, self.field)
+        new = old * self.factor
+        return recipe.replace(**{self.field: round(new) if isinstance(old, int) else new})
+
+    def __str__(self) -> str:
+        return f"{self.field} x {self.factor:g}"
+
+
+Edit = tuple  # of Set | Scale, applied in order
+
+
+def apply(recipe: Recipe, edit: Edit) -> Recipe:
+    """`recipe` with every change of `edit` applied, in order (validated once each)."""
+    for change in edit:
+        recipe = change.apply(recipe)
+    return recipe
+
+
 def diff(a: Recipe, b: Recipe) -> dict[str, tuple]:
     """Fields whose values differ, as `{field: (value_in_a, value_in_b)}`."""
     out = {}

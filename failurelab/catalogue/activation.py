@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from ..faults import Fault
+from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import INPUTS_SCALED, LEARNS, STUCK, _lr
+from .conditions import INPUTS_SCALED, LEARNS, STUCK
 
 SATURATED_SIGMOID = Fault(
     name="saturated_sigmoid",
@@ -24,9 +25,9 @@ SATURATED_SIGMOID = Fault(
                "gradient recovers.",
     fix="Keep the default (fan-in scaled) initialisation for layers that feed "
         "saturating activations, or use a non-saturating activation.",
-    edit=lambda r: r.replace(sigmoid_gain=30.0),
-    repair=lambda r: r.replace(sigmoid_gain=1.0),
-    probe=lambda r: r.replace(sigmoid_gain=1.0),
+    edit=(Set("sigmoid_gain", 30.0),),
+    repair=(Set("sigmoid_gain", 1.0),),
+    probe=(Set("sigmoid_gain", 1.0),),
     signature=Signature((
         C("saturation_median", True, 0.5, "median saturated share",
           "half the sigmoid outputs pass < 1% of the gradient; the baseline has "
@@ -57,9 +58,9 @@ DEAD_RELU = Fault(
                "respond.",
     fix="Initialise ReLU biases at 0 (or slightly positive), or use a leaky "
         "activation, and watch the dead share from step 0.",
-    edit=lambda r: r.replace(relu_bias=-10.0),
-    repair=lambda r: r.replace(relu_bias=0.0),
-    probe=_lr(10),
+    edit=(Set("relu_bias", -10.0),),
+    repair=(Set("relu_bias", 0.0),),
+    probe=(Scale("lr", 10),),
     signature=Signature((
         C("dead_start", True, 0.99, "dead ReLU share at step 0",
           "every unit off for a whole batch at initialisation; a healthy layer has "
@@ -89,9 +90,9 @@ BAD_INIT = Fault(
                "rate.",
     fix="Keep fan-in scaled (Kaiming/Xavier) initialisation, and check the loss at "
         "step 0 against ln K before training.",
-    edit=lambda r: r.replace(init_scale=10.0),
-    repair=lambda r: r.replace(init_scale=1.0),
-    probe=_lr(0.1),
+    edit=(Set("init_scale", 10.0),),
+    repair=(Set("init_scale", 1.0),),
+    probe=(Scale("lr", 0.1),),
     signature=Signature((
         C("output_scale_start", True, 3, "logit std at step 0",
           "a fresh classifier's logits should be O(1) or smaller (baseline 0.05): "

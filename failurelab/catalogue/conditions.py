@@ -31,7 +31,3 @@ WEIGHTS_KEPT = C("weight_norm_change", True, 0.5, "final over initial weight nor
 ACCURATE = C("val_acc_best", True, 0.85, "best validation accuracy",
              "the model reaches high accuracy: what is wrong is not what it learns",
              log=False, unit=0.05)
-
-
-def _lr(factor: float):
-    return lambda r: r.replace(lr=r.lr * factor)

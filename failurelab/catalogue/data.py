@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 from ..faults import Fault
+from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import (CALM, FINITE, GRADIENTS_FLOW, INPUTS_SCALED, LEARNS, MOVING, STUCK,
-                         WEIGHTS_KEPT, _lr)
+from .conditions import (
+                         CALM,
+                         FINITE,
+                         GRADIENTS_FLOW,
+                         INPUTS_SCALED,
+                         LEARNS,
+                         MOVING,
+                         STUCK,
+                         WEIGHTS_KEPT,
+)
 
 SHUFFLED_LABELS = Fault(
     name="shuffled_labels",
@@ -23,9 +32,9 @@ SHUFFLED_LABELS = Fault(
                "chance: model and code can learn, the labels cannot be learned.",
     fix="Restore the sample-label pairing (join on a key, never on row order) and "
         "spot-check a few samples against their labels.",
-    edit=lambda r: r.replace(labels="shuffled"),
-    repair=lambda r: r.replace(labels="aligned"),
-    probe=lambda r: r.replace(n_train=64),
+    edit=(Set("labels", "shuffled"),),
+    repair=(Set("labels", "aligned"),),
+    probe=(Set("n_train", 64),),
     signature=Signature((STUCK, CALM, FINITE, MOVING, GRADIENTS_FLOW, INPUTS_SCALED,
                          WEIGHTS_KEPT,
                          C("pad_attention_median", False, 0.5, "attention on pads",
@@ -57,9 +66,9 @@ NO_INPUT_NORM = Fault(
                "baseline's.",
     fix="Standardise every feature with statistics computed on the training split "
         "only, and apply the same transform to validation data.",
-    edit=lambda r: r.replace(normalize_inputs=False),
-    repair=lambda r: r.replace(normalize_inputs=True),
-    probe=lambda r: r.replace(normalize_inputs=True),
+    edit=(Set("normalize_inputs", False),),
+    repair=(Set("normalize_inputs", True),),
+    probe=(Set("normalize_inputs", True),),
     signature=Signature((
         C("input_scale_spread", True, 100, "input std spread",
           "per-feature spreads 100x apart leave the small-scale features invisible "
@@ -92,9 +101,9 @@ NAN_IN_DATA = Fault(
                "not care about imputation.",
     fix="Validate inputs at load time: count NaN/Inf per column, then drop or impute "
         "(with training statistics) before training.",
-    edit=lambda r: r.replace(nan_rows=5),
-    repair=lambda r: r.replace(impute_missing=True),
-    probe=lambda r: r.replace(impute_missing=True),
+    edit=(Set("nan_rows", 5),),
+    repair=(Set("impute_missing", True),),
+    probe=(Set("impute_missing", True),),
     signature=Signature((
         C("input_nonfinite_total", True, 0.5, "non-finite input values",
           "one NaN input is enough to make its batch's loss NaN; clean data have 0",
@@ -124,9 +133,9 @@ NO_SHUFFLE = Fault(
                "rate problem would be cured.",
     fix="Shuffle every epoch (DataLoader(shuffle=True) or a RandomSampler), and "
         "check the label mix of a few batches.",
-    edit=lambda r: r.replace(shuffle=False),
-    repair=lambda r: r.replace(shuffle=True),
-    probe=_lr(0.1),
+    edit=(Set("shuffle", False),),
+    repair=(Set("shuffle", True),),
+    probe=(Scale("lr", 0.1),),
     signature=Signature((
         C("label_purity_median", True, 0.99, "median share of the batch's main class",
           "a shuffled batch of 64 from 3 balanced classes is ~40% one class; 99% "
@@ -158,9 +167,9 @@ LABEL_OFFSET = Fault(
                "permutation, not noise; random labels would sit at chance.",
     fix="Build the label encoding once and use the same mapping for training, "
         "validation and serving; assert it on a few known samples.",
-    edit=lambda r: r.replace(train_label_shift=1),
-    repair=lambda r: r.replace(train_label_shift=0),
-    probe=lambda r: r.replace(train_label_shift=0),
+    edit=(Set("train_label_shift", 1),),
+    repair=(Set("train_label_shift", 0),),
+    probe=(Set("train_label_shift", 0),),
     signature=Signature((
         C("val_acc_end", False, 0.2, "final validation accuracy",
           "below chance for up to 5 classes: a model that learned nothing sits at "
@@ -194,9 +203,9 @@ CLASS_IMBALANCE = Fault(
     fix="Rebalance batches (or weight the loss), regularise because rare samples now "
         "repeat ~50 times an epoch, report per-class recall, and collect more "
         "rare-class data: 13 examples cap what any fix reaches.",
-    edit=lambda r: r.replace(minority_fraction=0.02),
-    repair=lambda r: r.replace(balanced_sampling=True, weight_decay=0.01),
-    probe=lambda r: r.replace(balanced_sampling=True),
+    edit=(Set("minority_fraction", 0.02),),
+    repair=(Set("balanced_sampling", True), Set("weight_decay", 0.01),),
+    probe=(Set("balanced_sampling", True),),
     fixed_accuracy=0.75,
     other_shapes=("degrading",),  # in some seeds validation loss climbs as it neglects
     signature=Signature((
@@ -233,9 +242,9 @@ OVERFITTING = Fault(
                "tightly, not from broken labels or a broken model.",
     fix="Get more data (here: all 2000 samples); failing that, regularise (weight "
         "decay) and stop at the validation-loss minimum.",
-    edit=lambda r: r.replace(n_train=64),
-    repair=lambda r: r.replace(n_train=2000),
-    probe=lambda r: r.replace(weight_decay=0.03),
+    edit=(Set("n_train", 64),),
+    repair=(Set("n_train", 2000),),
+    probe=(Set("weight_decay", 0.03),),
     signature=Signature((
         C("val_loss_rise", True, 0.15, "validation loss rise from its minimum",
           "smoothed over 3 evaluations a healthy run's validation loss ends within "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..faults import Fault
+from ..recipes import Set
 from ..signatures import Condition as C
 from ..signatures import Signature
 
@@ -19,9 +20,9 @@ EVAL_MODE_FORGOTTEN = Fault(
                "passes agree exactly again, so the jitter came from dropout left on.",
     fix="Call model.eval() before evaluating (and model.train() after), or evaluate "
         "inside a helper that does both.",
-    edit=lambda r: r.replace(eval_mode=False),
-    repair=lambda r: r.replace(eval_mode=True),
-    probe=lambda r: r.replace(dropout=0.0),
+    edit=(Set("eval_mode", False),),
+    repair=(Set("eval_mode", True),),
+    probe=(Set("dropout", 0.0),),
     signature=Signature((
         C("val_jitter_max", True, 1e-4, "logit difference between two validation "
           "passes", "in eval mode two passes are bitwise identical (exactly 0); "

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from ..faults import Fault
+from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import ACCURATE, TOKENS, _lr
+from .conditions import ACCURATE, TOKENS
 
 NO_ZERO_GRAD = Fault(
     name="no_zero_grad",
@@ -23,9 +24,9 @@ NO_ZERO_GRAD = Fault(
                "gradients still parallel) and the run still blows up, only later. A "
                "rate problem would have calmed down.",
     fix="Call optimizer.zero_grad() once per step, before loss.backward().",
-    edit=lambda r: r.replace(zero_grad=False),
-    repair=lambda r: r.replace(zero_grad=True),
-    probe=_lr(0.1),
+    edit=(Set("zero_grad", False),),
+    repair=(Set("zero_grad", True),),
+    probe=(Scale("lr", 0.1),),
     signature=Signature((
         C("grad_cosine_end", True, 0.95, "gradient cosine",
           "a running sum of t gradients changes by one term in t, so consecutive "
@@ -60,9 +61,9 @@ WRONG_LOSS = Fault(
     experiment="Train three times as long: a slow model would keep improving, but "
                "the loss stays on the same floor. The floor itself is the clue.",
     fix="Return raw logits from the model; let the loss apply (log-)softmax.",
-    edit=lambda r: r.replace(output="softmax"),
-    repair=lambda r: r.replace(output="logits"),
-    probe=lambda r: r.replace(steps=r.steps * 3),
+    edit=(Set("output", "softmax"),),
+    repair=(Set("output", "logits"),),
+    probe=(Scale("steps", 3),),
     signature=Signature((
         C("loss_end", True, 0.3, "final training loss",
           "well above what an accurate model scores (baseline <= 0.13)"),
@@ -94,9 +95,9 @@ BAD_PADDING_MASK = Fault(
                "and no attention reaches the pads.",
     fix="Pass key_padding_mask (True = ignore) built from the pad token to every "
         "attention, and test that extra padding leaves outputs unchanged.",
-    edit=lambda r: r.replace(mask_padding=False),
-    repair=lambda r: r.replace(mask_padding=True),
-    probe=lambda r: r.replace(mask_padding=True),
+    edit=(Set("mask_padding", False),),
+    repair=(Set("mask_padding", True),),
+    probe=(Set("mask_padding", True),),
     signature=Signature((
         C("pad_attention_median", True, 0.01, "median attention on pads",
           "a masked pad gets exactly 0 attention"),
@@ -125,9 +126,9 @@ INVERTED_PADDING_MASK = Fault(
                "wrong positions.",
     fix="Build the mask as tokens == PAD for PyTorch (or invert a keep-mask) and "
         "assert that attention on pads is 0.",
-    edit=lambda r: r.replace(mask_inverted=True),
-    repair=lambda r: r.replace(mask_inverted=False),
-    probe=lambda r: r.replace(mask_padding=False),
+    edit=(Set("mask_inverted", True),),
+    repair=(Set("mask_inverted", False),),
+    probe=(Set("mask_padding", False),),
     instrument="padding",
     signature=Signature((
         C("pad_attention_median", True, 0.9, "median attention on pads",

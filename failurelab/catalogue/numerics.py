@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..faults import Fault
+from ..recipes import Set
 from ..signatures import Condition as C
 from ..signatures import Signature
 from .conditions import FINITE
@@ -26,9 +27,9 @@ FP16_NO_SCALING = Fault(
     fix="Use dynamic loss scaling: torch.amp.GradScaler multiplies the loss (by "
         "65536 at first) before backward and unscales before the step; or train "
         "in bfloat16.",
-    edit=lambda r: r.replace(dtype="float16"),
-    repair=lambda r: r.replace(loss_scaling=True),
-    probe=lambda r: r.replace(dtype="bfloat16"),
+    edit=(Set("dtype", "float16"),),
+    repair=(Set("loss_scaling", True),),
+    probe=(Set("dtype", "bfloat16"),),
     signature=Signature((
         C("output_grad_zero_median", True, 0.1, "median zero share of the logit "
           "gradient", "the baseline has 3% or less; loss scaling keeps float16 at 5% "
@@ -62,9 +63,9 @@ FP16_OVERFLOW = Fault(
     fix="Standardise the inputs and keep anything that can exceed 65504 in float32 "
         "(or train in bfloat16); with float16, also use loss scaling against the "
         "opposite problem, underflow.",
-    edit=lambda r: r.replace(dtype="float16", normalize_inputs=False),
-    repair=lambda r: r.replace(normalize_inputs=True, loss_scaling=True),
-    probe=lambda r: r.replace(dtype="bfloat16"),
+    edit=(Set("dtype", "float16"), Set("normalize_inputs", False),),
+    repair=(Set("normalize_inputs", True), Set("loss_scaling", True),),
+    probe=(Set("dtype", "bfloat16"),),
     why_two_fields="Overflow needs both: only float16 has the 65504 ceiling and only "
                    "the unstandardised amounts exceed it. Alone, each field is "
                    "harmless (float16 on standardised inputs) or a different fault "

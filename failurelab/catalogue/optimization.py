@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from ..faults import Fault
+from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import CALM, FINITE, GRADIENTS_FLOW, LEARNS, STUCK, _lr
+from .conditions import CALM, FINITE, GRADIENTS_FLOW, LEARNS, STUCK
 
 HUGE_LR = Fault(
     name="huge_lr",
@@ -22,7 +23,7 @@ HUGE_LR = Fault(
                "update ratio falls back toward 1e-2. Labels or data problems would "
                "not respond to the rate.",
     fix="Use a rate about 30x smaller, e.g. the one the LR range test suggests.",
-    edit=_lr(30), repair=_lr(1 / 30), probe=_lr(0.1),
+    edit=(Scale("lr", 30),), repair=(Scale("lr", 1 / 30),), probe=(Scale("lr", 0.1),),
     other_shapes=("oscillating",),  # some seeds keep swinging instead of settling
     signature=Signature((
         C("update_ratio_start", True, 0.1, "update ratio of the first steps",
@@ -50,7 +51,7 @@ LR_TOO_SMALL = Fault(
                "rate): the loss now falls by more than half. Stuck causes such as "
                "dead units or random labels would not respond to the rate.",
     fix="Raise the rate, e.g. to the one the LR range test suggests.",
-    edit=_lr(1e-3), repair=_lr(1e3), probe=_lr(100),
+    edit=(Scale("lr", 1e-3),), repair=(Scale("lr", 1e3),), probe=(Scale("lr", 100),),
     signature=Signature((
         C("update_ratio_median", False, 1e-4, "median update ratio",
           "steps under 0.01% of the weights need > 10^4 steps to move them by their "
@@ -75,9 +76,9 @@ DROPOUT_TOO_STRONG = Fault(
                "the level of the validation loss.",
     fix="Use a moderate rate (0.1-0.3 for a small MLP), or none when the model "
         "does not overfit.",
-    edit=lambda r: r.replace(dropout=0.75),
-    repair=lambda r: r.replace(dropout=0.1),
-    probe=lambda r: r.replace(dropout=0.0),
+    edit=(Set("dropout", 0.75),),
+    repair=(Set("dropout", 0.1),),
+    probe=(Set("dropout", 0.0),),
     signature=Signature((
         C("train_eval_loss_gap", True, 0.1, "train minus eval loss",
           "the model evaluated without dropout is clearly better than its training "
@@ -109,9 +110,9 @@ WEIGHT_DECAY_TOO_LARGE = Fault(
                "stop shrinking and the loss falls like the baseline's.",
     fix="Use a decay around 1e-4 to 1e-3 for SGD's coupled L2 penalty (AdamW's "
         "decoupled decay uses different magnitudes - do not copy values across).",
-    edit=lambda r: r.replace(weight_decay=0.1),
-    repair=lambda r: r.replace(weight_decay=5e-4),
-    probe=lambda r: r.replace(weight_decay=r.weight_decay / 100),
+    edit=(Set("weight_decay", 0.1),),
+    repair=(Set("weight_decay", 5e-4),),
+    probe=(Scale("weight_decay", 1 / 100),),
     signature=Signature((
         C("weight_norm_change", False, 0.2, "final over initial weight norm",
           "the network shrank to a fifth of its size or less; healthy training "
@@ -135,9 +136,9 @@ BATCH_TOO_SMALL = Fault(
                "would calm down; the noise of two-sample batches does not.",
     fix="Use a larger batch (or accumulate gradients over several small ones) and "
         "scale the learning rate with the batch size.",
-    edit=lambda r: r.replace(batch_size=2),
-    repair=lambda r: r.replace(batch_size=64),
-    probe=_lr(0.1),
+    edit=(Set("batch_size", 2),),
+    repair=(Set("batch_size", 64),),
+    probe=(Scale("lr", 0.1),),
     other_shapes=("stepwise",),  # a seed whose swings reach 3x the start reads as jumps
     signature=Signature((
         C("loss_swing", True, 0.25, "swing of the smoothed loss",
@@ -170,10 +171,10 @@ EXPLODING_GRADIENTS = Fault(
     fix="Scale each residual branch by 1/sqrt(2 x depth) (here 0.125), as deep "
         "Transformers do, or add normalisation; a lower rate also helps. Use clipping "
         "only as a guard rail.",
-    edit=lambda r: r.replace(depth=32),
+    edit=(Set("depth", 32),),
     instrument="gradients",
-    repair=lambda r: r.replace(residual_scale=round(1 / (2 * r.depth) ** 0.5, 3)),
-    probe=lambda r: r.replace(grad_clip=10.0),
+    repair=(Set("residual_scale", 0.125),),  # 1 / sqrt(2 x depth) at depth 32
+    probe=(Set("grad_clip", 10.0),),
     signature=Signature((
         C("nonfinite_losses", True, 0.5, "non-finite losses",
           "the loss overflowed", log=False),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..faults import Fault
+from ..recipes import Set
 from ..signatures import Condition as C
 from ..signatures import Signature
 
@@ -22,9 +23,9 @@ SLOW_DATA = Fault(
     fix="Parse and standardise the whole dataset once (vectorised) and index "
         "batches from tensors; for expensive per-sample work use DataLoader workers "
         "and prefetching.",
-    edit=lambda r: r.replace(loader="per_sample"),
-    repair=lambda r: r.replace(loader="batched"),
-    probe=lambda r: r.replace(loader="batched"),
+    edit=(Set("loader", "per_sample"),),
+    repair=(Set("loader", "batched"),),
+    probe=(Set("loader", "batched"),),
     signature=Signature((
         C("data_time_share", True, 0.4, "median share of the step spent loading data",
           "the largest of the four segments; the vectorised loader takes ~15%",
