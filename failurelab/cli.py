@@ -260,7 +260,8 @@ def table(headers, rows) -> str:
     rows = [tuple(str(c) for c in r) for r in rows]
     widths = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(str(h))
               for i, h in enumerate(headers)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    def line(cells):
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
     return "\n".join([line(map(str, headers)), line("-" * w for w in widths),
                       *(line(r) for r in rows)])
 

@@ -10,8 +10,14 @@ import functools
 from dataclasses import dataclass
 
 import torch
-from torch.utils.data import (BatchSampler, DataLoader, Dataset, RandomSampler,
-                              SequentialSampler, WeightedRandomSampler)
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    Dataset,
+    RandomSampler,
+    SequentialSampler,
+    WeightedRandomSampler,
+)
 
 N_FEATURES = 16
 N_CLASSES = 3

@@ -18,7 +18,7 @@ import torch
 
 from .faults import resolve
 from .recipes import Recipe
-from .train import Parts, endless_batches, torch_threads, build
+from .train import Parts, build, endless_batches, torch_threads
 
 START_LR, END_LR = 1e-5, 10.0  # the sweep's range, wide enough for SGD and Adam alike
 SWEEP_STEPS = 100  # rates tried, one batch each

@@ -17,8 +17,8 @@ sits in a public attribute or the repr: a student who prints the object learns n
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import pandas as pd
 

@@ -24,8 +24,8 @@ import pandas as pd
 
 from . import catalogue
 from .diagnosis import diagnose
-from .parallel import worker_pool
 from .faults import PHENOMENA, SHAPES, Fault, get
+from .parallel import worker_pool
 from .recipes import baseline, diff
 from .signatures import Row, side_by_side
 from .train import run

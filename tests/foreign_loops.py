@@ -8,6 +8,7 @@ from torch import nn
 
 import failurelab as fl
 
+
 def data(n=512, d=8, k=None, seed=0, scale=None):
     g = torch.Generator().manual_seed(seed)
     X = torch.randn(n, d, generator=g)

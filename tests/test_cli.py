@@ -64,7 +64,7 @@ def test_list_shows_every_fault_with_its_family_and_task():
     result = failurelab("list")
     assert result.returncode == 0, result.stderr
     for name, fault in fl.FAULTS.items():
-        line = next(l for l in result.stdout.splitlines() if l.startswith(name + " "))
+        line = next(row for row in result.stdout.splitlines() if row.startswith(name + " "))
         assert fault.family in line and fault.task in line
 
 

@@ -3,13 +3,13 @@ and on plain PyTorch loops the lab has never seen."""
 
 import math
 
+import foreign_loops
 import numpy as np
 import pandas as pd
 import pytest
+from runs_cache import cached_run
 
 import failurelab as fl
-import foreign_loops
-from runs_cache import cached_run
 
 
 def curve(loss, val=None):

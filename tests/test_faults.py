@@ -4,10 +4,10 @@ every fix heals and every distinguishing experiment gives its documented outcome
 Default run: seeds 0-4.  `pytest -m slow` adds seeds 5-9."""
 
 import pytest
+from runs_cache import cached_run
 
 import failurelab as fl
 from failurelab.faults import FAMILIES, PHENOMENA, SHAPES
-from runs_cache import cached_run
 
 FAULT_NAMES = list(fl.FAULTS)
 SEEDS = [0, 1, 2, 3, 4]
