@@ -17,12 +17,17 @@ SPIKE = 5.0  # a gradient norm 5x its recent median foretells an explosion (cour
 TREND = 3.0  # recent half-window mean gradient norm 3x the earlier half: trending up
 RATIO_LOW, RATIO_HIGH = 1e-4, 1e-1  # median update ratio outside: too timid / too violent
 PLATEAU = 0.01  # relative std of the loss under 1% over the window: a plateau
+# Gradients that are never cleared add up: after t steps the stored gradient is a sum
+# of t terms and one more changes its direction by ~1/t, so consecutive gradients have
+# cosine ~1 - 1/(2 t^2) (0.995 from step 10 on).  Fresh minibatch gradients are never
+# that parallel: healthy lab and foreign runs stay at or below a window median of 0.86.
+PARALLEL = 0.99
 
 
 @dataclass(frozen=True)
 class Alert:
     step: int  # the last step the alert looked at
-    kind: str  # nonfinite | grad_spike | grad_trend | update_ratio | plateau
+    kind: str  # nonfinite | accumulating | grad_spike | grad_trend | update_ratio | plateau
     message: str
 
     def __str__(self) -> str:
@@ -35,8 +40,8 @@ def alerts(history: pd.DataFrame, window: int = WINDOW) -> list[Alert]:
         return []
     recent = history.iloc[-window:]
     step = int(recent["step"].iloc[-1]) if "step" in recent else len(history) - 1
-    found = [_nonfinite(recent), _grad_spike(history, window), _grad_trend(recent),
-             _update_ratio(recent), _plateau(recent, window)]
+    found = [_nonfinite(recent), _accumulating(recent), _grad_spike(history, window),
+             _grad_trend(recent), _update_ratio(recent), _plateau(recent, window)]
     return [Alert(step, kind, message) for kind, message in filter(None, found)]
 
 
@@ -50,6 +55,23 @@ def _nonfinite(recent):
     return "nonfinite", (f"non-finite values from step {first} "
                          f"({int(np.nansum(bad[hits]))} in loss and gradients): stop and "
                          f"find where they entered (inputs, loss or gradients)")
+
+
+def _accumulating(recent):
+    """Consecutive gradients stay parallel while the gradient or the loss grows: the
+    gradients are being summed, not replaced (a forgotten or misplaced zero_grad).  A
+    healthy full-batch run can be parallel too, but its gradient and loss shrink."""
+    if "grad_cosine" not in recent or "grad_norm" not in recent or len(recent) < 4:
+        return None
+    cosine = recent["grad_cosine"].median()
+    g = recent["grad_norm"].to_numpy(dtype=float)
+    loss = recent["loss"].to_numpy(dtype=float)
+    if not cosine >= PARALLEL or not (g[-1] > g[0] or loss[-1] > loss[0]):
+        return None
+    return "accumulating", (f"consecutive gradients are parallel (median cosine "
+                            f"{cosine:.4f}) while the gradient norm went {g[0]:.3g} -> "
+                            f"{g[-1]:.3g}: gradients are adding up across steps - is "
+                            f"zero_grad() called before each backward?")
 
 
 def _grad_spike(history, window):

@@ -3,6 +3,7 @@
 import numpy as np
 import pandas as pd
 import torch
+from runs_cache import cached_run
 from torch import nn
 
 import failurelab as fl
@@ -57,3 +58,17 @@ def test_monitor_alerts_during_a_loop_that_goes_nan():
     nonfinite = [a for a in seen if a.kind == "nonfinite"]
     assert nonfinite and "step 25" in nonfinite[0].message
     assert all(a.step <= 29 for a in seen)
+
+
+def test_gradients_that_add_up_are_flagged_within_the_first_windows():
+    h = cached_run(fl.inject(fl.baseline(), "no_zero_grad"), 0).history
+    first = next(end for end in range(20, len(h)) if "accumulating" in kinds(h.iloc[:end]))
+    # A sum of t gradients turns by ~1/t per step: cosine >= 0.99 from about step 7, so
+    # the window median passes once the first ~10 steps have left the window.
+    assert first <= 30
+
+
+def test_healthy_runs_never_look_accumulating():
+    for task in ("tabular", "sequence"):
+        h = cached_run(fl.baseline(task), 0).history
+        assert not any("accumulating" in kinds(h.iloc[:end]) for end in range(20, len(h), 5))
