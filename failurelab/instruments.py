@@ -36,6 +36,10 @@ class Instrument:
     def take(self):
         return None
 
+    def forget(self) -> None:
+        """Drop references to the last batch (on close)."""
+        self.current = self.grad = None
+
     def shape(self, payload):
         """Payloads stack into one chunk only while this key stays the same."""
         return None
@@ -122,8 +126,11 @@ class Parameters(Instrument):
                 continue
             v = dict(zip(names, values[slot]))
             bad, zeros = broken.get(slot, (0, v["zero_grad_frac"]))
-            gone = absent.get(slot, 0)  # a sparse gradient's absent rows are not zeros
-            v["zero_grad_frac"] = (zeros * n - gone) / (n - gone) if n > gone else _NAN
+            if slot in absent:  # a sparse gradient's absent rows are not zeros
+                gone = absent[slot]
+                zeros = int((self.buffers.step_grads(slot) == 0).sum()) - gone
+                zeros = zeros / (n - gone) if n > gone else _NAN
+            v["zero_grad_frac"] = zeros
             v["_grad_nonfinite"] = bad
             for c in self.columns:
                 out[c].append(v[c])
@@ -169,7 +176,9 @@ class Inputs(Instrument):
         out = {c: [] for c in self.columns}
         for x, a, lo, hi in zip(xs, absmax, low, high):
             ratio, bad = (math.sqrt(hi / lo) if lo > 0 else _NAN), 0
-            if x.is_floating_point() and not (math.isfinite(a) and math.isfinite(ratio)):
+            if x.shape[0] < 2:  # one sample has no per-feature spread
+                bad = probes.nonfinite_count(x) if not math.isfinite(a) else 0
+            elif x.is_floating_point() and not (math.isfinite(a) and math.isfinite(ratio)):
                 ratio, bad = probes.std_ratio(x), probes.nonfinite_count(x)
             for c, value in zip(self.columns, (a, ratio, bad, x.shape[0])):
                 out[c].append(value)

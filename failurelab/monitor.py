@@ -161,17 +161,20 @@ class Monitor:
         return save
 
     def _stop(self, instrument: ins.Instrument, exc: BaseException) -> None:
-        """Switch one instrument off: one warning, and the history says so."""
+        """Switch one instrument off: one warning, and the history says so.  Its pending
+        chunk is dropped (its state may be half-written), so its columns are NaN from
+        the first step not yet computed (`nan_from`) on."""
         if instrument in self._off:
             return
         self._off.add(instrument)
         columns = [c for c in instrument.columns if c[0] != "_"]
         reason = f"{type(exc).__name__}: {exc}"
-        self.stopped[instrument.name] = {"step": self._count, "reason": reason,
-                                         "columns": columns}
+        nan_from = len(self._rows)
+        self.stopped[instrument.name] = {"step": self._count, "nan_from": nan_from,
+                                         "reason": reason, "columns": columns}
         self._warn(f"the {instrument.name!r} instrument failed at step {self._count} and is "
-                   f"switched off ({reason}); its columns are NaN from then on, the rest "
-                   f"keeps recording (see Monitor.stopped)")
+                   f"switched off ({reason}); its columns are NaN from step {nan_from} on, "
+                   f"the rest keeps recording (see Monitor.stopped)")
 
     def _warn(self, message: str) -> None:
         warnings.warn(f"failurelab.Monitor: {message}", MonitorWarning,
@@ -196,8 +199,7 @@ class Monitor:
             self._lr = _first_lr(self._optimizer)
         state = (self._lr, self._lowp_share(), sum(p.grad is not None for p in self._unoptimized),
                  0 if stepped else 1)
-        payloads = self._take(stepped)
-        shapes = tuple(i.shape(payloads.get(i)) for i in self._forward)
+        payloads, shapes = self._take(stepped)
         step = _Step(loss_value, payloads, state, extra, shapes)
         if self._pending and shapes != self._pending[0].shapes:
             moving = payloads.get(self._parameters)
@@ -211,9 +213,9 @@ class Monitor:
         if len(self._pending) >= self._chunk:
             self._flush()
 
-    def _take(self, stepped: bool) -> dict:
-        """Each live instrument's payload for this step."""
-        payloads = {}
+    def _take(self, stepped: bool) -> tuple[dict, tuple]:
+        """Each live instrument's payload for this step, and the shapes they stack by."""
+        payloads, shapes = {}, []
         if self._parameters not in self._off:
             try:
                 observed = (self._count % self._interval) == 0
@@ -225,10 +227,13 @@ class Monitor:
         for instrument in self._forward:
             if instrument not in self._off:
                 try:
-                    payloads[instrument] = instrument.take(unbatched)
+                    payload = payloads[instrument] = instrument.take(unbatched)
+                    shapes.append(instrument.shape(payload))
+                    continue
                 except Exception as exc:  # noqa: BLE001
                     self._stop(instrument, exc)
-        return payloads
+            shapes.append("off")
+        return payloads, tuple(shapes)
 
     def _flush(self, moving: int | None = None) -> None:
         """Compute the statistics of every pending step and append their rows.
@@ -328,7 +333,7 @@ class Monitor:
             handle.remove()
         self._handles.clear()
         for instrument in self._forward:
-            instrument.take(False)  # drop references to the last batch
+            instrument.forget()
         self._closed = True
 
     def __enter__(self) -> "Monitor":
