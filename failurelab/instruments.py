@@ -32,6 +32,7 @@ class Instrument:
 
     name = "instrument"
     columns: tuple[str, ...] = ()
+    partials = False  # also return the "_" sums a distributed merge needs (see distributed)
 
     def take(self):
         return None
@@ -172,8 +173,16 @@ class Inputs(Instrument):
     def compute(self, xs):
         if xs[0] is None:
             return {}
-        absmax, low, high = zip(*probes.input_quantities(torch.stack(xs)).tolist())
+        stacked = torch.stack(xs)
+        absmax, low, high = zip(*probes.input_quantities(stacked).tolist())
         out = {c: [] for c in self.columns}
+        if self.partials and stacked.is_floating_point():
+            flat = stacked.reshape(len(xs), stacked.shape[1], -1).double()
+            finite = flat.isfinite()
+            flat = torch.where(finite, flat, 0.0)  # like std_ratio: skip NaN/Inf entries
+            out["_in_fsum"] = list(flat.sum(1).numpy())
+            out["_in_fsq"] = list(flat.square().sum(1).numpy())
+            out["_in_fn"] = list(finite.double().sum(1).numpy())
         for x, a, lo, hi in zip(xs, absmax, low, high):
             ratio, bad = (math.sqrt(hi / lo) if lo > 0 else _NAN), 0
             if x.shape[0] < 2:  # one sample has no per-feature spread
@@ -241,6 +250,14 @@ class Outputs(Instrument):
             for c, value in zip(self.columns, (probes.std_of(total, sq, n), zero, low, prob,
                                                logp, bad)):
                 out[c].append(value)
+        if self.partials and stacked is not None:
+            rows = outs[0].numel() // (outs[0].shape[-1] if outs[0].dim() else 1)
+            grad_n = grads[0].numel() if grads[0] is not None else 0
+            for key, values in (("_out_sum", [s[0] for s in sums]),
+                                ("_out_sq", [s[1] for s in sums]),
+                                ("_out_n", [outs[0].numel()] * k), ("_out_rows", [rows] * k),
+                                ("_out_grad_n", [grad_n] * k)):
+                out[key] = values
         return out
 
 
@@ -278,4 +295,17 @@ class Activations(Instrument):
             for c, value in zip(self.columns, (total / n, probes.std_of(total, sq, n),
                                                failed / units)):
                 out[c].append(value)
+        if self.partials:
+            self._add_partials(out, table, ys)
         return out
+
+    def _add_partials(self, out, table, ys) -> None:
+        name = self.name[len("activations/"):]
+        out[f"_act_sum/{name}"] = [t[0] for t in table]
+        out[f"_act_sq/{name}"] = [t[1] for t in table]
+        out[f"_act_n/{name}"] = [ys[0].numel()] * len(ys)
+        out[f"_act_failed/{name}"] = [t[2] if math.isfinite(t[0]) else _NAN for t in table]
+        if self.kind == "relu":
+            stacked = torch.stack(ys)
+            alive = stacked.reshape(len(ys), stacked.shape[1], -1).amax(1).float()
+            out[f"_act_alive/{name}"] = list(alive.numpy())

@@ -33,6 +33,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from . import distributed
 from . import instruments as ins
 from .misuse import Misuse, as_float
 
@@ -47,6 +48,9 @@ GLOBAL_COLUMNS = ("step", "loss", "grad_norm", "weight_norm", "update_norm", "up
                   "unoptimized_params", "step_skipped")
 INPUT_COLUMNS = ins.Inputs.columns + ins.Outputs.columns
 _LOWP = (torch.float16, torch.bfloat16)
+_GATHERED = ("loss", "nonfinite", "batch_size", "input_absmax", "input_nonfinite",
+             "output_nonfinite", "output_grad_min", "output_prob_frac", "output_logprob_frac",
+             "output_grad_zero_frac")
 _INTERNAL = (os.path.dirname(__file__), os.path.dirname(torch.__file__))
 _NAN = float("nan")
 
@@ -75,9 +79,11 @@ class Monitor:
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *,
-                 preset: str = "full"):
+                 preset: str = "full", other_ranks: str = "local"):
         if preset not in PRESETS:
             raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {preset!r}")
+        if other_ranks not in ("local", "none"):
+            raise ValueError(f"other_ranks must be 'local' or 'none', got {other_ranks!r}")
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         if not isinstance(optimizer, torch.optim.Optimizer):
@@ -105,6 +111,11 @@ class Monitor:
         if "activations" in groups:
             self._hook_activations(model)
         self._all = [self._parameters, *self._forward]
+        self._rank, self._world = distributed.world()
+        self._other_ranks = other_ranks
+        self._partials: list[dict] = []  # per row: the sums a distributed merge needs
+        for instrument in self._forward:
+            instrument.partials = self._world > 1
         self._columns = list(GLOBAL_COLUMNS) + [c for i in self._all for c in i.columns
                                                 if c not in GLOBAL_COLUMNS and c[0] != "_"]
         self._index = {c: i for i, c in enumerate(self._columns)}
@@ -244,21 +255,23 @@ class Monitor:
         if not steps:
             return
         rows = [self._base_row(len(self._rows) + i, s) for i, s in enumerate(steps)]
+        partials = [{"_loss_nonfinite": row[7]} for row in rows]
         for instrument in self._all:
             if instrument in self._off:
                 continue
             payloads = [s.payloads.get(instrument) for s in steps]
             try:
-                if instrument is self._parameters:
-                    values = instrument.compute(payloads, moving is None, moving)
-                else:
-                    values = instrument.compute(payloads)
+                with torch.no_grad():
+                    values = (instrument.compute(payloads, moving is None, moving)
+                              if instrument is self._parameters else instrument.compute(payloads))
             except Exception as exc:  # noqa: BLE001
                 self._stop(instrument, exc)
                 continue
-            self._fill(rows, steps, values)
+            self._fill(rows, steps, values, partials)
         for row, step in zip(rows, steps):
             self._rows.append(self._with_extra(row, step.extra))
+        if self._world > 1:
+            self._partials += partials
         self._frame = None
 
     def _base_row(self, index: int, step: _Step) -> list[float]:
@@ -268,9 +281,13 @@ class Monitor:
         row[9:13] = step.state
         return row
 
-    def _fill(self, rows, steps, values: dict[str, list[float]]) -> None:
+    def _fill(self, rows, steps, values: dict[str, list], partials: list[dict]) -> None:
         bad = values.pop("_grad_nonfinite", None)
         for column, column_values in values.items():
+            if column[0] == "_":  # sums for the distributed merge, not columns
+                for part, value in zip(partials, column_values):
+                    part[column] = value
+                continue
             j = self._index[column]
             skip_update = column.startswith("update_")
             for row, step, value in zip(rows, steps, column_values):
@@ -327,14 +344,33 @@ class Monitor:
         save_history(self.history, path)
 
     def close(self) -> None:
-        """Remove every hook this monitor added.  Safe to call more than once."""
+        """Remove every hook this monitor added.  Safe to call more than once.
+
+        Under `torch.distributed` every rank must call it: rank 0's history then holds
+        the global columns (see `distributed`)."""
         self._flush()
+        if self._world > 1 and not self._closed:
+            self._merge_ranks()
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
         for instrument in self._forward:
             instrument.forget()
         self._closed = True
+
+    def _merge_ranks(self) -> None:
+        def value(row, column):
+            j = self._index.get(column, len(row))
+            return row[j] if j < len(row) else _NAN
+        local = [{**{c: value(row, c) for c in _GATHERED}, **part}
+                 for row, part in zip(self._rows, self._partials)]
+        merged = distributed.merge(distributed.gather(local))
+        if self._rank == 0:
+            for row, values in zip(self._rows, merged):
+                self._with_extra(row, values)
+        elif self._other_ranks == "none":
+            self._rows = []
+        self._partials, self._frame = [], None
 
     def __enter__(self) -> "Monitor":
         return self
