@@ -309,3 +309,22 @@ class Activations(Instrument):
             stacked = torch.stack(ys)
             alive = stacked.reshape(len(ys), stacked.shape[1], -1).amax(1).float()
             out[f"_act_alive/{name}"] = list(alive.numpy())
+
+
+def first_lr(optimizer: torch.optim.Optimizer) -> float:
+    """The first param group's learning rate (a tensor for `capturable` optimizers)."""
+    lr = optimizer.param_groups[0].get("lr", _NAN) if optimizer.param_groups else _NAN
+    try:
+        return float(lr)
+    except (TypeError, ValueError):
+        return _NAN
+
+
+def chunk_length(payloads, n_params: int, limit: int, max_bytes: int) -> int:
+    """How many steps to hold before computing: fewer when the model or batch is large."""
+    held = 4 * n_params * 4
+    for payload in payloads:
+        for t in payload if isinstance(payload, tuple) else (payload,):
+            if isinstance(t, torch.Tensor):
+                held += t.numel() * t.element_size()
+    return max(1, min(limit, max_bytes // max(held, 1)))

@@ -14,10 +14,28 @@ tiny update or as a non-finite fault.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 import weakref
 from typing import Any
 
 import torch
+
+_INTERNAL = (os.path.dirname(__file__), os.path.dirname(torch.__file__))
+
+
+class MonitorWarning(UserWarning):
+    """A monitor instrument stopped, or the monitor was used in a way it cannot record."""
+
+
+def warn(message: str) -> None:
+    """Warn at the user's line: the first frame outside failurelab and torch."""
+    level, frame = 2, sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(f"failurelab.Monitor: {message}", MonitorWarning, stacklevel=level)
+
 
 _MESSAGES = {
     "before": "record() was called before any optimizer.step(), with finite gradients: "

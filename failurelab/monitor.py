@@ -22,10 +22,6 @@ with one warning (`Monitor.stopped` says which, when and why) and the others go 
 
 from __future__ import annotations
 
-import math
-import os
-import sys
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +31,8 @@ from torch import nn
 
 from . import distributed
 from . import instruments as ins
-from .misuse import Misuse, as_float
+from .misuse import Misuse, MonitorWarning, as_float, warn  # noqa: F401 - public name
+from .table import Table
 
 # A preset is a set of column groups and how often the gradient columns are observed.
 PRESETS = {"full": (("parameters", "layers", "inputs", "outputs", "activations"), 1),
@@ -51,12 +48,7 @@ _LOWP = (torch.float16, torch.bfloat16)
 _GATHERED = ("loss", "nonfinite", "batch_size", "input_absmax", "input_nonfinite",
              "output_nonfinite", "output_grad_min", "output_prob_frac", "output_logprob_frac",
              "output_grad_zero_frac")
-_INTERNAL = (os.path.dirname(__file__), os.path.dirname(torch.__file__))
 _NAN = float("nan")
-
-
-class MonitorWarning(UserWarning):
-    """A monitor instrument stopped, or the monitor was used in a way it cannot record."""
 
 
 @dataclass(slots=True)
@@ -113,22 +105,18 @@ class Monitor:
         self._all = [self._parameters, *self._forward]
         self._rank, self._world = distributed.world()
         self._other_ranks = other_ranks
-        self._partials: list[dict] = []  # per row: the sums a distributed merge needs
         for instrument in self._forward:
             instrument.partials = self._world > 1
-        self._columns = list(GLOBAL_COLUMNS) + [c for i in self._all for c in i.columns
-                                                if c not in GLOBAL_COLUMNS and c[0] != "_"]
-        self._index = {c: i for i, c in enumerate(self._columns)}
-        self._rows: list[list[float]] = []
+        self._table = Table(list(GLOBAL_COLUMNS) + [c for i in self._all for c in i.columns
+                                                    if c not in GLOBAL_COLUMNS and c[0] != "_"])
         self._pending: list[_Step] = []
-        self._frame: pd.DataFrame | None = None
         self._stepped = False  # has the optimizer stepped since the last record?
         self._count = 0  # steps recorded so far
         self._lr = _NAN
         self._lowp = 0.0
         self._off: set = set()  # instruments switched off after a failure
         self.stopped: dict[str, dict] = {}  # instrument -> step, reason, columns
-        self._misuse = Misuse(self._warn)
+        self._misuse = Misuse(warn)
         self._closed = False
 
     def _hook_activations(self, model: nn.Module) -> None:
@@ -142,7 +130,7 @@ class Monitor:
     # --- hooks: each one guarded, so no failure reaches the user's loop ---------------
     def _before_step(self, optimizer, args, kwargs) -> None:
         try:
-            self._lr = _first_lr(optimizer)
+            self._lr = ins.first_lr(optimizer)
             if self._parameters not in self._off:
                 phase = self._count % self._interval  # 0: this step is observed
                 self._parameters.before_step(phase == 0, phase == self._interval - 1,
@@ -180,16 +168,12 @@ class Monitor:
         self._off.add(instrument)
         columns = [c for c in instrument.columns if c[0] != "_"]
         reason = f"{type(exc).__name__}: {exc}"
-        nan_from = len(self._rows)
+        nan_from = len(self._table.rows)
         self.stopped[instrument.name] = {"step": self._count, "nan_from": nan_from,
                                          "reason": reason, "columns": columns}
-        self._warn(f"the {instrument.name!r} instrument failed at step {self._count} and is "
+        warn(f"the {instrument.name!r} instrument failed at step {self._count} and is "
                    f"switched off ({reason}); its columns are NaN from step {nan_from} on, "
                    f"the rest keeps recording (see Monitor.stopped)")
-
-    def _warn(self, message: str) -> None:
-        warnings.warn(f"failurelab.Monitor: {message}", MonitorWarning,
-                      stacklevel=_caller_level())
 
     # --- recording ------------------------------------------------------------------
     def record(self, loss: Any, **extra: float) -> None:
@@ -207,7 +191,7 @@ class Monitor:
             self._misuse.no_step(loss, self._count, self._params)
         self._misuse.seen(loss)
         if not stepped:
-            self._lr = _first_lr(self._optimizer)
+            self._lr = ins.first_lr(self._optimizer)
         state = (self._lr, self._lowp_share(), sum(p.grad is not None for p in self._unoptimized),
                  0 if stepped else 1)
         payloads, shapes = self._take(stepped)
@@ -217,8 +201,10 @@ class Monitor:
             self._flush(moving=moving)  # the other pending steps; this one moves to slot 0
             if moving is not None:
                 payloads[self._parameters] = 0
-        if not self._rows and not self._pending:
-            self._chunk = min(self._chunk, _chunk_length(step, _numel(self._params)))
+        if not self._table.rows and not self._pending:
+            self._chunk = min(self._chunk, ins.chunk_length(step.payloads.values(),
+                                                            _numel(self._params),
+                                                            CHUNK_STEPS, CHUNK_BYTES))
         self._pending.append(step)
         self._count += 1
         if len(self._pending) >= self._chunk:
@@ -254,8 +240,7 @@ class Monitor:
         steps, self._pending = self._pending, []
         if not steps:
             return
-        rows = [self._base_row(len(self._rows) + i, s) for i, s in enumerate(steps)]
-        partials = [{"_loss_nonfinite": row[7]} for row in rows]
+        rows, partials = self._table.new_rows(steps)
         for instrument in self._all:
             if instrument in self._off:
                 continue
@@ -267,46 +252,8 @@ class Monitor:
             except Exception as exc:  # noqa: BLE001
                 self._stop(instrument, exc)
                 continue
-            self._fill(rows, steps, values, partials)
-        for row, step in zip(rows, steps):
-            self._rows.append(self._with_extra(row, step.extra))
-        if self._world > 1:
-            self._partials += partials
-        self._frame = None
-
-    def _base_row(self, index: int, step: _Step) -> list[float]:
-        row = [_NAN] * len(self._columns)
-        row[0], row[1] = index, step.loss
-        row[7] = 0.0 if math.isfinite(step.loss) else 1.0  # nonfinite: the loss's share
-        row[9:13] = step.state
-        return row
-
-    def _fill(self, rows, steps, values: dict[str, list], partials: list[dict]) -> None:
-        bad = values.pop("_grad_nonfinite", None)
-        for column, column_values in values.items():
-            if column[0] == "_":  # sums for the distributed merge, not columns
-                for part, value in zip(partials, column_values):
-                    part[column] = value
-                continue
-            j = self._index[column]
-            skip_update = column.startswith("update_")
-            for row, step, value in zip(rows, steps, column_values):
-                # No optimizer step ran: no update happened (NaN, not a tiny one).
-                row[j] = _NAN if skip_update and step.state[3] else value
-        if bad is not None:  # a skipped step's broken gradients are why it was skipped
-            for row, step, count in zip(rows, steps, bad):
-                if not step.state[3] and count == count:
-                    row[7] += count
-
-    def _with_extra(self, row: list[float], extra: dict[str, float]) -> list[float]:
-        for key, value in extra.items():
-            index = self._index.get(key)
-            if index is None:
-                index = self._index[key] = len(self._columns)
-                self._columns.append(key)
-            row.extend([_NAN] * (index + 1 - len(row)))
-            row[index] = _NAN if value is None else float(value)
-        return row
+            self._table.fill(rows, steps, values, partials)
+        self._table.append(rows, steps, partials, keep_partials=self._world > 1)
 
     def _lowp_share(self) -> float:
         """Share of trainable parameter entries stored in float16/bfloat16, refreshed
@@ -322,12 +269,7 @@ class Monitor:
         """One row per recorded step: the columns of the API contract plus your extras.
         `history.attrs["stopped"]` lists the instruments that failed (see `stopped`)."""
         self._flush()
-        if self._frame is None:
-            width = len(self._columns)
-            rows = [r + [_NAN] * (width - len(r)) for r in self._rows]
-            frame = pd.DataFrame(rows, columns=self._columns)
-            self._frame = frame.astype({"step": "int64"})
-        frame = self._frame.copy()
+        frame = self._table.frame()
         frame.attrs["stopped"] = {k: dict(v) for k, v in self.stopped.items()}
         return frame
 
@@ -359,18 +301,16 @@ class Monitor:
         self._closed = True
 
     def _merge_ranks(self) -> None:
-        def value(row, column):
-            j = self._index.get(column, len(row))
-            return row[j] if j < len(row) else _NAN
-        local = [{**{c: value(row, c) for c in _GATHERED}, **part}
-                 for row, part in zip(self._rows, self._partials)]
+        table = self._table
+        local = [{**{c: table.value(row, c) for c in _GATHERED}, **part}
+                 for row, part in zip(table.rows, table.partials)]
         merged = distributed.merge(distributed.gather(local))
         if self._rank == 0:
-            for row, values in zip(self._rows, merged):
-                self._with_extra(row, values)
+            for row, values in zip(table.rows, merged):
+                table.set(row, values)
         elif self._other_ranks == "none":
-            self._rows = []
-        self._partials, self._frame = [], None
+            table.rows = []
+        table.partials = []
 
     def __enter__(self) -> "Monitor":
         return self
@@ -379,32 +319,5 @@ class Monitor:
         self.close()
 
 
-def _caller_level() -> int:
-    """The stack level of the first frame outside failurelab and torch: the user's line."""
-    level, frame = 2, sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
 def _numel(params) -> int:
     return sum(p.numel() for p in params)
-
-
-def _chunk_length(step: _Step, n_params: int) -> int:
-    """How many steps to hold before computing: fewer when the model or batch is large."""
-    held = 4 * n_params * 4
-    for payload in step.payloads.values():
-        for t in payload if isinstance(payload, tuple) else (payload,):
-            if isinstance(t, torch.Tensor):
-                held += t.numel() * t.element_size()
-    return max(1, min(CHUNK_STEPS, CHUNK_BYTES // max(held, 1)))
-
-
-def _first_lr(optimizer: torch.optim.Optimizer) -> float:
-    """The first param group's learning rate (a tensor for `capturable` optimizers)."""
-    lr = optimizer.param_groups[0].get("lr", _NAN) if optimizer.param_groups else _NAN
-    try:
-        return float(lr)
-    except (TypeError, ValueError):
-        return _NAN
