@@ -106,7 +106,7 @@ def as_float(loss: Any) -> float:
     if isinstance(loss, torch.Tensor):
         if loss.numel() != 1:
             raise ValueError(f"record(loss) needs a scalar loss, got shape {tuple(loss.shape)}")
-        return float(loss.detach())
+        return loss.item()
     try:
         return float(loss)
     except (TypeError, ValueError):

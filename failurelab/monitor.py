@@ -95,6 +95,7 @@ class Monitor:
                                           "layers" in groups, self._interval)
         self._handles = [optimizer.register_step_pre_hook(self._before_step)]
         self._forward: list[ins.Instrument] = []
+        self._inputs = None
         if "inputs" in groups:
             self._inputs, self._outputs = ins.Inputs(), ins.Outputs(self._stop)
             self._forward += [self._inputs, self._outputs]
@@ -131,10 +132,10 @@ class Monitor:
     def _before_step(self, optimizer, args, kwargs) -> None:
         try:
             self._lr = ins.first_lr(optimizer)
-            if self._parameters not in self._off:
-                phase = self._count % self._interval  # 0: this step is observed
-                self._parameters.before_step(phase == 0, phase == self._interval - 1,
-                                             not self._stepped)
+            phase = self._count % self._interval  # 0: this step is observed
+            last = phase == self._interval - 1  # economy: keep g_{t-1} for step t's cosine
+            if (phase == 0 or last) and self._parameters not in self._off:
+                self._parameters.before_step(phase == 0, last, not self._stepped)
         except Exception as exc:  # noqa: BLE001 - containment is the point
             self._stop(self._parameters, exc)
         self._stepped = True
@@ -219,7 +220,7 @@ class Monitor:
                 payloads[self._parameters] = self._parameters.take(observed, stepped)
             except Exception as exc:  # noqa: BLE001
                 self._stop(self._parameters, exc)
-        seen = getattr(self, "_inputs", None)
+        seen = self._inputs
         unbatched = seen is not None and seen.current is not None and seen.current.dim() <= 1
         for instrument in self._forward:
             if instrument not in self._off:
@@ -302,7 +303,8 @@ class Monitor:
 
     def _merge_ranks(self) -> None:
         table = self._table
-        local = [{**{c: table.value(row, c) for c in _GATHERED}, **part}
+        gathered = [c for c in _GATHERED if c in table.index]
+        local = [{**{c: table.value(row, c) for c in gathered}, **part}
                  for row, part in zip(table.rows, table.partials)]
         merged = distributed.merge(distributed.gather(local))
         if self._rank == 0:
