@@ -71,7 +71,8 @@ class Monitor:
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *,
-                 preset: str = "full", other_ranks: str = "local"):
+                 preset: str = "full", other_ranks: str = "local",
+                 hook_optimizer: bool = True):
         if preset not in PRESETS:
             raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {preset!r}")
         if other_ranks not in ("local", "none"):
@@ -93,7 +94,8 @@ class Monitor:
         self._chunk = max(1, min(CHUNK_STEPS, CHUNK_BYTES // (16 * _numel(self._params))))
         self._parameters = ins.Parameters(self._params, [n for n, _ in named], self._chunk,
                                           "layers" in groups, self._interval)
-        self._handles = [optimizer.register_step_pre_hook(self._before_step)]
+        self._handles = ([optimizer.register_step_pre_hook(self._before_step)]
+                         if hook_optimizer else [])
         self._forward: list[ins.Instrument] = []
         self._inputs = None
         if "inputs" in groups:
@@ -139,6 +141,15 @@ class Monitor:
         except Exception as exc:  # noqa: BLE001 - containment is the point
             self._stop(self._parameters, exc)
         self._stepped = True
+
+    def before_step(self) -> None:
+        """Take the gradients and weights now, as the optimizer is about to step.
+
+        For loops whose gradients are computed inside `optimizer.step(closure)` (as
+        PyTorch Lightning does), where a step pre-hook would run before the closure:
+        create the monitor with `hook_optimizer=False` and call this after the
+        closure's backward (Lightning: `on_before_optimizer_step`)."""
+        self._before_step(self._optimizer, (), {})
 
     def _see_batch(self, module, args, kwargs, output) -> None:
         """The model's input batch and output (one hook for both: each hook costs µs)."""

@@ -146,3 +146,23 @@ def test_alerts_on_rows_without_gradients_leak_no_numpy_warning():
                 opt.step()
                 mon.record(loss)
                 mon.alerts(window=8)
+
+
+def test_a_closure_loop_can_hand_over_its_gradients_itself():
+    """optimizer.step(closure) computes the gradients inside step, after any pre-hook:
+    with hook_optimizer=False the loop calls before_step() once they exist."""
+    def run(closure_style):
+        model, opt = _setup(7)
+        mon = fl.Monitor(model, opt, hook_optimizer=not closure_style)
+        for step in range(5):
+            opt.zero_grad()
+            loss = _backward(model, step)
+            if closure_style:
+                mon.before_step()
+            opt.step()
+            mon.record(loss)
+        mon.close()
+        return mon.history
+    hooked, handed = run(False), run(True)
+    for column in ("grad_norm", "update_ratio", "grad_cosine", "step_skipped"):
+        assert handed[column].tolist() == pytest.approx(hooked[column].tolist(), nan_ok=True)
