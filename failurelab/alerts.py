@@ -89,7 +89,7 @@ def _grad_trend(recent):
     if "grad_norm" not in recent or len(recent) < 4:
         return None
     g = recent["grad_norm"].to_numpy(dtype=float)
-    early, late = np.nanmean(g[:len(g) // 2]), np.nanmean(g[len(g) // 2:])
+    early, late = (float(pd.Series(half).mean()) for half in (g[:len(g) // 2], g[len(g) // 2:]))
     if early > 0 and late >= TREND * early:
         return "grad_trend", (f"gradient norm trending up: {late / early:.1f}x between the "
                               f"halves of the last {len(g)} steps")

@@ -31,7 +31,7 @@ def layer_norms(rows: torch.Tensor, sizes: list[int]) -> torch.Tensor:
                         for part in rows.split(sizes, dim=1)], dim=1)
 
 
-def chained_columns(grads: torch.Tensor, weights: torch.Tensor, sizes) -> torch.Tensor:
+def chained_columns(grads: torch.Tensor, weights: torch.Tensor, sizes) -> dict:
     """Parameter columns for k consecutive steps from (k + 1, n) chained buffers.
 
     grads[i + 1] is step i's gradient and grads[i] the one before it (NaN: none);
@@ -45,7 +45,7 @@ def chained_columns(grads: torch.Tensor, weights: torch.Tensor, sizes) -> torch.
                      _nonzero(grads[1:]))
 
 
-def sampled_columns(grads, prev_grads, before, after, sizes) -> torch.Tensor:
+def sampled_columns(grads, prev_grads, before, after, sizes) -> dict:
     """Parameter columns for k separate steps from four (k, n) buffers."""
     return _assemble(layer_norms(grads, sizes), torch.linalg.vector_norm(prev_grads, dim=1),
                      torch.linalg.vecdot(grads, prev_grads), layer_norms(after, sizes),
@@ -53,15 +53,16 @@ def sampled_columns(grads, prev_grads, before, after, sizes) -> torch.Tensor:
                      _nonzero(grads))
 
 
-def _assemble(g, prev_norm, dots, w, b, d, nonzero) -> torch.Tensor:
-    """(k, 6 + 3P) table in the monitor's column order: grad_norm, weight_norm,
-    update_norm, update_ratio, grad_cosine, zero_grad_frac, then per parameter:
-    gradient norms, weight norms, update ratios."""
+def _assemble(g, prev_norm, dots, w, b, d, nonzero) -> dict[str, torch.Tensor]:
+    """Named tables: "global" is (k, 6): grad_norm, weight_norm, update_norm,
+    update_ratio, grad_cosine, zero_grad_frac; "grad_norm/", "weight_norm/" and
+    "update_ratio/" are (k, P), one column per parameter tensor."""
     grad_norm, update_norm = _total(g), _total(d)
     cosine = (dots / (grad_norm * prev_norm)).clamp(-1, 1)  # NaN without a previous step
     columns = [grad_norm, _total(w), update_norm, _ratio(update_norm, _total(b)), cosine,
                1 - nonzero]
-    return torch.cat([torch.stack(columns, dim=1), g, w, _ratio(d, b)], dim=1)
+    return {"global": torch.stack(columns, dim=1), "grad_norm/": g, "weight_norm/": w,
+            "update_ratio/": _ratio(d, b)}
 
 
 def _total(layer: torch.Tensor) -> torch.Tensor:
@@ -138,6 +139,39 @@ def zeros_and_floor(T: torch.Tensor) -> torch.Tensor:
     nonzero = flat.sign()
     floor = torch.where(nonzero > 0, flat, torch.inf).amin(1)
     return torch.stack([1 - nonzero.mean(1), floor], dim=1)
+
+
+def distribution_rows(T: torch.Tensor, tol: float = 1e-3) -> torch.Tensor:
+    """(k, ..., C) outputs → (k, 2): share of rows (along the last dimension) that are
+    probabilities (every entry in [0, 1], summing to 1 within `tol`) and share that are
+    log-probabilities (every entry <= 0, exp summing to 1 within `tol`).  A loss that
+    applies softmax again to such rows trains on the wrong objective."""
+    rows = T.reshape(T.shape[0], -1, T.shape[-1] if T.dim() > 1 else 1).to(F32)
+    low, high = rows.amin(-1), rows.amax(-1)
+    prob = (low >= 0) & (high <= 1) & ((rows.sum(-1) - 1).abs() <= tol)
+    logprob = (high <= 0) & ((rows.exp().sum(-1) - 1).abs() <= tol)
+    return torch.stack([prob.float().mean(1), logprob.float().mean(1)], dim=1)
+
+
+def std_of(total: float, total_sq: float, n: int) -> float:
+    """Population std from a sum and a sum of squares (NaN for no entries)."""
+    if not n:
+        return float("nan")
+    mean = total / n
+    return max(total_sq / n - mean * mean, 0.0) ** 0.5
+
+
+def densify(grads: list[torch.Tensor]) -> tuple[list[torch.Tensor], int]:
+    """Sparse gradients (nn.Embedding(sparse=True)) as dense tensors, and how many
+    entries they leave out: those are absent, not "exactly zero" gradient entries."""
+    dense, absent = [], 0
+    for g in grads:
+        if g.is_sparse:
+            g = g.coalesce()
+            absent += g.numel() - g.values().numel()
+            g = g.to_dense()
+        dense.append(g)
+    return dense, absent
 
 
 def activation_units(kind: str, shape: torch.Size) -> int:

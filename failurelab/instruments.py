@@ -1,0 +1,330 @@
+"""Instruments: the Monitor's column groups, each filled by name.
+
+An instrument captures something cheap while the loop runs (a hook or a copy), hands a
+*payload* to each recorded step, and turns a chunk of payloads into named columns with
+a constant number of torch calls (the arithmetic is in `probes`).  The monitor runs
+each one inside a guard: an instrument that fails is switched off on its own, and its
+columns read NaN from then on, while the others keep recording.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import probes
+from .buffers import ChainBuffers, SampleBuffers
+
+_NAN = float("nan")
+_ACTIVATION_KINDS = {torch.nn.Sigmoid: "sigmoid", torch.nn.Tanh: "tanh",
+                     torch.nn.ReLU: "relu"}
+
+
+def activation_kind(module: torch.nn.Module) -> str | None:
+    return _ACTIVATION_KINDS.get(type(module))
+
+
+class Instrument:
+    """A named group of columns.  Subclasses fill `columns` and implement `take`
+    (this step's payload, called by `record`) and `compute` (a chunk of payloads →
+    {column: one value per step})."""
+
+    name = "instrument"
+    columns: tuple[str, ...] = ()
+    partials = False  # also return the "_" sums a distributed merge needs (see distributed)
+
+    def take(self):
+        return None
+
+    def forget(self) -> None:
+        """Drop references to the last batch (on close)."""
+        self.current = self.grad = None
+
+    def shape(self, payload):
+        """Payloads stack into one chunk only while this key stays the same."""
+        return None
+
+    def compute(self, payloads: list) -> dict[str, list[float]]:
+        raise NotImplementedError
+
+
+class Parameters(Instrument):
+    """Gradients exactly as the optimizer uses them, weights before and after each step:
+    the global columns and, with `per_layer`, one norm per parameter tensor."""
+
+    name = "gradients and weights"
+
+    def __init__(self, params, names, chunk: int, per_layer: bool, interval: int):
+        self.params, self.names, self.interval = params, names, interval
+        numels = [p.numel() for p in params]
+        self.sizes = numels if per_layer else [sum(numels)]
+        self.buffers = (ChainBuffers if interval == 1 else SampleBuffers)(params, chunk)
+        self.chunk, self.filled, self.sparse = chunk, 0, False
+        self.absent: dict[int, float] = {}  # slot -> entries a sparse gradient leaves out
+        self.columns = ("grad_norm", "weight_norm", "update_norm", "update_ratio",
+                        "grad_cosine", "zero_grad_frac", "_grad_nonfinite")
+        if per_layer:
+            self.columns += tuple(f"{kind}/{n}" for kind in
+                                  ("grad_norm", "weight_norm", "update_ratio") for n in names)
+
+    def grads(self, slot: int | None = None) -> list[torch.Tensor]:
+        """Current gradients as dense tensors (zeros where there is none)."""
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+        if self.sparse:
+            dense, absent = probes.densify(grads)
+            if slot is not None:
+                self.absent[slot] = absent
+            return dense
+        return grads
+
+    def before_step(self, observed: bool, phase_last: bool, first: bool) -> None:
+        with torch.no_grad():
+            if observed:
+                self._copy(lambda grads: self.buffers.before_step(self.filled, first, grads))
+            elif phase_last:  # economy: keep g_{t-1} for step t's cosine
+                self._copy(lambda grads: self.buffers.keep_previous(self.filled, grads))
+
+    def _copy(self, into) -> None:
+        try:
+            into(self.grads(self.filled))
+        except RuntimeError:  # a sparse gradient (nn.Embedding(sparse=True)): densify
+            if self.sparse or not any(p.grad is not None and p.grad.is_sparse
+                                      for p in self.params):
+                raise
+            self.sparse = True
+            into(self.grads(self.filled))
+
+    def take(self, observed: bool, stepped: bool):
+        """At `record`: this step's buffer slot, or None when economy skips it."""
+        if not observed:
+            return None
+        slot = self.filled
+        with torch.no_grad():
+            self.buffers.at_record(slot, stepped, lambda: self.grads(slot))
+        self.filled += 1
+        return slot
+
+    def compute(self, slots: list, close: bool = True, moving: int | None = None):
+        k = sum(slot is not None for slot in slots)
+        self.filled = 0 if moving is None else 1  # a moving step goes to slot 0
+        if not k:
+            return {}
+        with torch.no_grad():
+            table = self.buffers.columns(k, close, self.sizes)
+            values = torch.cat([table[c] for c in self._computed()], dim=1).tolist()
+            broken = {slot: probes.broken_entries(self.buffers.step_grads(slot))
+                      for slot, v in enumerate(values) if not math.isfinite(v[0])}
+            self.buffers.carry(k, moving)
+        absent, self.absent = self.absent, {}
+        n = sum(p.numel() for p in self.params)
+        names = [c for c in self.columns if c != "_grad_nonfinite"]
+        out = {c: [] for c in self.columns}
+        for slot in slots:
+            if slot is None:
+                for c in self.columns:
+                    out[c].append(_NAN)
+                continue
+            v = dict(zip(names, values[slot]))
+            bad, zeros = broken.get(slot, (0, v["zero_grad_frac"]))
+            if slot in absent:  # a sparse gradient's absent rows are not zeros
+                gone = absent[slot]
+                zeros = int((self.buffers.step_grads(slot) == 0).sum()) - gone
+                zeros = zeros / (n - gone) if n > gone else _NAN
+            v["zero_grad_frac"] = zeros
+            v["_grad_nonfinite"] = bad
+            for c in self.columns:
+                out[c].append(v[c])
+        return out
+
+    def _computed(self):
+        return ["global"] + (["grad_norm/", "weight_norm/", "update_ratio/"]
+                             if len(self.columns) > 7 else [])
+
+
+class Inputs(Instrument):
+    """The batch the model is given: scale, scale mismatch between features, NaN/Inf.
+
+    A 1-D input is one unbatched sample: it, and every forward tensor of its step, is
+    read as a batch of one (a batch of scalars should be passed as (B, 1))."""
+
+    name = "inputs"
+    columns = ("input_absmax", "input_std_ratio", "input_nonfinite", "batch_size")
+    current: torch.Tensor | None = None
+
+    def see(self, seen) -> None:
+        args, kwargs = seen
+        if args and isinstance(args[0], torch.Tensor):
+            self.current = args[0]
+        else:
+            self.current = next((a for a in (*args, *kwargs.values())
+                                 if isinstance(a, torch.Tensor)), None)
+
+    def take(self, unbatched: bool):
+        x, self.current = self.current, None
+        if x is None:
+            return None
+        x = x.detach().clone()  # a loop may refill one input buffer in place every step
+        return x.unsqueeze(0) if unbatched else x
+
+    def shape(self, x):
+        return None if x is None else (x.shape, x.dtype)
+
+    def compute(self, xs):
+        if xs[0] is None:
+            return {}
+        stacked = torch.stack(xs)
+        absmax, low, high = zip(*probes.input_quantities(stacked).tolist())
+        out = {c: [] for c in self.columns}
+        if self.partials and stacked.is_floating_point():
+            flat = stacked.reshape(len(xs), stacked.shape[1], -1).double()
+            finite = flat.isfinite()
+            flat = torch.where(finite, flat, 0.0)  # like std_ratio: skip NaN/Inf entries
+            out["_in_fsum"] = list(flat.sum(1).numpy())
+            out["_in_fsq"] = list(flat.square().sum(1).numpy())
+            out["_in_fn"] = list(finite.double().sum(1).numpy())
+        for x, a, lo, hi in zip(xs, absmax, low, high):
+            ratio, bad = (math.sqrt(hi / lo) if lo > 0 else _NAN), 0
+            if x.shape[0] < 2:  # one sample has no per-feature spread
+                bad = probes.nonfinite_count(x) if not math.isfinite(a) else 0
+            elif x.is_floating_point() and not (math.isfinite(a) and math.isfinite(ratio)):
+                ratio, bad = probes.std_ratio(x), probes.nonfinite_count(x)
+            for c, value in zip(self.columns, (a, ratio, bad, x.shape[0])):
+                out[c].append(value)
+        return out
+
+
+class Outputs(Instrument):
+    """The model's output and the gradient arriving at it."""
+
+    name = "outputs"
+    columns = ("output_std", "output_grad_zero_frac", "output_grad_min", "output_prob_frac",
+               "output_logprob_frac", "output_nonfinite")
+
+    def __init__(self, report):
+        self.report = report  # report(instrument, exc): the gradient hook runs in backward
+        self.current = self.grad = None
+
+    def see(self, output) -> None:
+        if isinstance(output, torch.Tensor):
+            self.current = output.detach()
+            if output.requires_grad:
+                output.register_hook(self._guarded_grad)
+
+    def _guarded_grad(self, grad: torch.Tensor) -> None:
+        try:
+            self.keep_grad(grad)
+        except Exception as exc:  # noqa: BLE001 - never fail inside the user's backward
+            self.report(self, exc)
+
+    def keep_grad(self, grad: torch.Tensor) -> None:
+        self.grad = grad
+
+    def take(self, unbatched: bool):
+        out, grad, self.current, self.grad = self.current, self.grad, None, None
+        if unbatched:
+            out, grad = (t.unsqueeze(0) if t is not None else None for t in (out, grad))
+        return out, grad
+
+    def shape(self, payload):
+        out, grad = payload
+        return (None if out is None else (out.shape, out.dtype),
+                None if grad is None else (grad.shape, grad.dtype))
+
+    def compute(self, payloads):
+        outs = [p[0] for p in payloads]
+        grads = [p[1] for p in payloads]
+        k = len(payloads)
+        nan = [[_NAN, _NAN]] * k
+        stacked = torch.stack(outs) if outs[0] is not None else None
+        sums = probes.sums(stacked).tolist() if stacked is not None else nan
+        kinds = probes.distribution_rows(stacked).tolist() if stacked is not None else nan
+        floor = (probes.zeros_and_floor(torch.stack(grads)).tolist() if grads[0] is not None
+                 else nan)
+        out = {c: [] for c in self.columns}
+        for y, (total, sq), (zero, low), (prob, logp) in zip(outs, sums, floor, kinds):
+            n = y.numel() if y is not None else 0
+            bad = _NAN if y is None else 0
+            if n and not math.isfinite(sq):  # non-finite or overflowed: count exactly
+                bad = probes.nonfinite_count(y)
+            for c, value in zip(self.columns, (probes.std_of(total, sq, n), zero, low, prob,
+                                               logp, bad)):
+                out[c].append(value)
+        if self.partials and stacked is not None:
+            rows = outs[0].numel() // (outs[0].shape[-1] if outs[0].dim() else 1)
+            grad_n = grads[0].numel() if grads[0] is not None else 0
+            for key, values in (("_out_sum", [s[0] for s in sums]),
+                                ("_out_sq", [s[1] for s in sums]),
+                                ("_out_n", [outs[0].numel()] * k), ("_out_rows", [rows] * k),
+                                ("_out_grad_n", [grad_n] * k)):
+                out[key] = values
+        return out
+
+
+class Activations(Instrument):
+    """One Sigmoid/Tanh/ReLU module's output: mean, std, saturated or dead share."""
+
+    def __init__(self, module_name: str, kind: str):
+        self.kind = kind
+        self.name = f"activations/{module_name}"
+        last = "dead_frac" if kind == "relu" else "saturated_frac"
+        self.columns = tuple(f"{c}/{module_name}" for c in ("act_mean", "act_std", last))
+
+    current: torch.Tensor | None = None
+
+    def see(self, output) -> None:
+        if isinstance(output, torch.Tensor):
+            self.current = output
+
+    def take(self, unbatched: bool):
+        y, self.current = self.current, None
+        return y.unsqueeze(0) if unbatched and y is not None else y
+
+    def shape(self, y):
+        return None if y is None else (y.shape, y.dtype)
+
+    def compute(self, ys):
+        if ys[0] is None:
+            return {}
+        table = probes.activation_quantities(self.kind, torch.stack(ys)).tolist()
+        units = probes.activation_units(self.kind, ys[0].shape)
+        n = ys[0].numel()
+        out = {c: [] for c in self.columns}
+        for total, sq, failed in table:
+            failed = failed if math.isfinite(total) else _NAN  # NaN activations: unknown
+            for c, value in zip(self.columns, (total / n, probes.std_of(total, sq, n),
+                                               failed / units)):
+                out[c].append(value)
+        if self.partials:
+            self._add_partials(out, table, ys)
+        return out
+
+    def _add_partials(self, out, table, ys) -> None:
+        name = self.name[len("activations/"):]
+        out[f"_act_sum/{name}"] = [t[0] for t in table]
+        out[f"_act_sq/{name}"] = [t[1] for t in table]
+        out[f"_act_n/{name}"] = [ys[0].numel()] * len(ys)
+        out[f"_act_failed/{name}"] = [t[2] if math.isfinite(t[0]) else _NAN for t in table]
+        if self.kind == "relu":
+            stacked = torch.stack(ys)
+            alive = stacked.reshape(len(ys), stacked.shape[1], -1).amax(1).float()
+            out[f"_act_alive/{name}"] = list(alive.numpy())
+
+
+def first_lr(optimizer: torch.optim.Optimizer) -> float:
+    """The first param group's learning rate (a tensor for `capturable` optimizers)."""
+    lr = optimizer.param_groups[0].get("lr", _NAN) if optimizer.param_groups else _NAN
+    try:
+        return float(lr)
+    except (TypeError, ValueError):
+        return _NAN
+
+
+def chunk_length(payloads, n_params: int, limit: int, max_bytes: int) -> int:
+    """How many steps to hold before computing: fewer when the model or batch is large."""
+    held = 4 * n_params * 4
+    for payload in payloads:
+        for t in payload if isinstance(payload, tuple) else (payload,):
+            if isinstance(t, torch.Tensor):
+                held += t.numel() * t.element_size()
+    return max(1, min(limit, max_bytes // max(held, 1)))

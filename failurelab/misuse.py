@@ -1,0 +1,114 @@
+"""Ways `Monitor.record` can be called that it cannot record as physics, each named once.
+
+A row with no optimizer step since the previous `record` is either a *skip* or a
+*misuse*, told apart by the gradients at `record` time:
+
+* non-finite gradients and no step: the step was skipped on purpose (GradScaler does
+  this whenever a float16 gradient overflowed; normal in AMP warm-up).  No warning.
+* finite gradients and no step: `record` was called before any step, twice for one step
+  (the same loss again), or per micro-batch of gradient accumulation.  One warning each.
+
+Either way the row has `step_skipped = 1` and no update (NaN), so it is never read as a
+tiny update or as a non-finite fault.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+import weakref
+from typing import Any
+
+import torch
+
+_INTERNAL = (os.path.dirname(__file__), os.path.dirname(torch.__file__))
+
+
+class MonitorWarning(UserWarning):
+    """A monitor instrument stopped, or the monitor was used in a way it cannot record."""
+
+
+def warn(message: str) -> None:
+    """Warn at the user's line: the first frame outside failurelab and torch."""
+    level, frame = 2, sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(f"failurelab.Monitor: {message}", MonitorWarning, stacklevel=level)
+
+
+_MESSAGES = {
+    "before": "record() was called before any optimizer.step(), with finite gradients: "
+              "call it after optimizer.step(); this row is marked step_skipped=1 and has "
+              "no update",
+    "twice": "record() was called twice for one optimizer step (the same loss again): the "
+             "second row is marked step_skipped=1 and has no update; call record() once "
+             "per step",
+    "no_step": "record() was called with no optimizer.step() since the last record() and "
+               "finite gradients (gradient accumulation recorded per micro-batch?): call "
+               "record() once per optimizer step, after optimizer.step(); such rows are "
+               "marked step_skipped=1 and have no update",
+    "closed": "record() after close() is ignored: the hooks are removed, so nothing new "
+              "can be measured (record before closing, or open a new Monitor)",
+}
+
+
+class Misuse:
+    """Recognises the misuses above and warns once for each kind."""
+
+    def __init__(self, warn):
+        self._warn = warn
+        self._told: set[str] = set()
+        self._last: Any = None  # the previous loss (a weak reference for tensors)
+
+    def tell(self, kind: str) -> None:
+        if kind not in self._told:
+            self._told.add(kind)
+            self._warn(_MESSAGES[kind])
+
+    def after_close(self) -> None:
+        self.tell("closed")
+
+    def no_step(self, loss: Any, count: int, params: list[torch.Tensor]) -> None:
+        """A record with no optimizer step since the previous one."""
+        if not gradients_finite(params):
+            return  # a skipped step: GradScaler found inf/NaN and did not step
+        if count == 0:
+            self.tell("before")
+        elif self._same(loss):
+            self.tell("twice")
+        else:
+            self.tell("no_step")
+
+    def seen(self, loss: Any) -> None:
+        self._last = weakref.ref(loss) if isinstance(loss, torch.Tensor) else loss
+
+    def _same(self, loss: Any) -> bool:
+        if isinstance(loss, torch.Tensor):
+            return isinstance(self._last, weakref.ref) and self._last() is loss
+        return not isinstance(self._last, weakref.ref) and self._last == loss
+
+
+def gradients_finite(params: list[torch.Tensor]) -> bool:
+    """True when every gradient present is finite (the rare path: only without a step)."""
+    with torch.no_grad():
+        for p in params:
+            g = p.grad
+            if g is not None:
+                values = g.coalesce().values() if g.is_sparse else g
+                if values.is_floating_point() and not bool(torch.isfinite(values).all()):
+                    return False
+    return True
+
+
+def as_float(loss: Any) -> float:
+    """The loss as a float; a clear error for anything that is not a scalar."""
+    if isinstance(loss, torch.Tensor):
+        if loss.numel() != 1:
+            raise ValueError(f"record(loss) needs a scalar loss, got shape {tuple(loss.shape)}")
+        return loss.item()
+    try:
+        return float(loss)
+    except (TypeError, ValueError):
+        raise TypeError(f"record(loss) needs a tensor or a number, got {type(loss).__name__}") \
+            from None

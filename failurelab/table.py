@@ -1,0 +1,84 @@
+"""The Monitor's history table: rows of floats filled by column name.
+
+Each instrument hands over {column: one value per step}; the table puts each value in
+its column, extends the columns for the loop's own extras, and builds the DataFrame.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+_NAN = float("nan")
+NONFINITE, STATE = 7, slice(9, 13)  # positions fixed by GLOBAL_COLUMNS
+
+
+class Table:
+    def __init__(self, columns: list[str]):
+        self.columns = list(columns)
+        self.index = {c: i for i, c in enumerate(self.columns)}
+        self.rows: list[list[float]] = []
+        self.partials: list[dict] = []  # per row: the sums a distributed merge needs
+        self._frame: pd.DataFrame | None = None
+
+    def new_rows(self, steps) -> tuple[list[list[float]], list[dict]]:
+        """Rows for `steps` with the loss and the per-record state filled in."""
+        rows = []
+        for i, step in enumerate(steps):
+            row = [_NAN] * len(self.columns)
+            row[0], row[1] = len(self.rows) + i, step.loss
+            row[NONFINITE] = 0.0 if math.isfinite(step.loss) else 1.0  # the loss's share
+            row[STATE] = step.state
+            rows.append(row)
+        return rows, [{"_loss_nonfinite": row[NONFINITE]} for row in rows]
+
+    def fill(self, rows, steps, values: dict[str, list], partials: list[dict]) -> None:
+        """One instrument's values.  A row whose step was skipped (no optimizer step)
+        gets no update (NaN, not a tiny one) and its broken gradients are not counted
+        as non-finite: they are why the step was skipped."""
+        bad = values.pop("_grad_nonfinite", None)
+        for column, column_values in values.items():
+            if column[0] == "_":  # sums for the distributed merge, not columns
+                for part, value in zip(partials, column_values):
+                    part[column] = value
+                continue
+            j = self.index[column]
+            skip_update = column.startswith("update_")
+            for row, step, value in zip(rows, steps, column_values):
+                row[j] = _NAN if skip_update and step.state[3] else value
+        if bad is not None:
+            for row, step, count in zip(rows, steps, bad):
+                if not step.state[3] and count == count:
+                    row[NONFINITE] += count
+
+    def append(self, rows, steps, partials, keep_partials: bool) -> None:
+        for row, step in zip(rows, steps):
+            self.rows.append(self.set(row, step.extra))
+        if keep_partials:
+            self.partials += partials
+        self._frame = None
+
+    def set(self, row: list[float], values: dict[str, float]) -> list[float]:
+        """Put `values` into `row` by column name, adding columns not seen before."""
+        for key, value in values.items():
+            index = self.index.get(key)
+            if index is None:
+                index = self.index[key] = len(self.columns)
+                self.columns.append(key)
+            row.extend([_NAN] * (index + 1 - len(row)))
+            row[index] = _NAN if value is None else float(value)
+        self._frame = None
+        return row
+
+    def value(self, row: list[float], column: str) -> float:
+        j = self.index.get(column, len(row))
+        return row[j] if j < len(row) else _NAN
+
+    def frame(self) -> pd.DataFrame:
+        if self._frame is None:
+            width = len(self.columns)
+            rows = [r + [_NAN] * (width - len(r)) for r in self.rows]
+            frame = pd.DataFrame(rows, columns=self.columns)
+            self._frame = frame.astype({"step": "int64"})
+        return self._frame.copy()

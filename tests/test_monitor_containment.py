@@ -1,0 +1,194 @@
+"""Containment: a fault inside any hook or probe never reaches the user's loop.
+
+Each case makes one instrument fail from some step on (a patched method, as a bug or
+an unforeseen model would), and checks that the loop trains bit-identically to an
+unmonitored one, that one warning names the instrument, and that the history says
+which columns stopped when while the others kept recording."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import failurelab as fl
+from failurelab import buffers, instruments, probes
+from failurelab.monitor import MonitorWarning
+
+STEPS = 70
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.sig = nn.Linear(3, 6), nn.Sigmoid()
+        self.fc2, self.relu = nn.Linear(6, 6), nn.ReLU()
+        self.out = nn.Linear(6, 2)
+
+    def forward(self, x):
+        return self.out(self.relu(self.fc2(self.sig(self.fc1(x)))))
+
+
+def _loop(mon_factory=None):
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    g = torch.Generator().manual_seed(1)
+    mon = mon_factory(model, opt) if mon_factory else None
+    losses = []
+    for _ in range(STEPS):
+        x, y = torch.randn(16, 3, generator=g), torch.randint(0, 2, (16,), generator=g)
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach().clone())
+        if mon is not None:
+            mon.record(loss)
+    weights = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    return torch.stack(losses), weights, mon
+
+
+def _failing(original, after_calls, only=None):
+    """`original`, but raising from its `after_calls`-th call on (for `only` instances)."""
+    calls = {"n": 0}
+
+    def patched(self, *args, **kwargs):
+        if only is None or only(self):
+            calls["n"] += 1
+            if calls["n"] > after_calls:
+                raise RuntimeError("injected fault")
+        return original(self, *args, **kwargs)
+    return patched
+
+
+def _failing_function(original, after_calls):
+    calls = {"n": 0}
+
+    def patched(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] > after_calls:
+            raise RuntimeError("injected fault")
+        return original(*args, **kwargs)
+    return patched
+
+
+def _sig_only(instrument):
+    return instrument.name == "activations/sig"
+
+
+# (what fails, how, which instrument must stop, a column of it, the step its NaN starts)
+CASES = {  # hooks fail from step 40 on: they lose the pending chunk (from step 32)
+    "optimizer pre-hook copy": (buffers.ChainBuffers, "before_step", 40, None,
+                                "gradients and weights", "grad_norm", 32),
+    "gradient copy at record": (instruments.Parameters, "take", 40, None,
+                                "gradients and weights", "update_ratio", 32),
+    "gradient statistics": (instruments.Parameters, "compute", 1, None,
+                            "gradients and weights", "grad_norm/out.weight", 32),
+    "model forward hook": (instruments.Inputs, "see", 40, None, "inputs", "input_absmax",
+                           32),
+    "input copy at record": (instruments.Inputs, "take", 40, None, "inputs",
+                             "batch_size", 32),
+    "input statistics": (instruments.Inputs, "compute", 1, None, "inputs",
+                         "input_std_ratio", 32),
+    "output gradient hook (in backward)": (instruments.Outputs, "keep_grad", 40, None,
+                                           "outputs", "output_grad_min", 32),
+    "output statistics": (instruments.Outputs, "compute", 0, None, "outputs",
+                          "output_std", 0),
+    "activation forward hook": (instruments.Activations, "see", 40, _sig_only,
+                                "activations/sig", "act_mean/sig", 32),
+    "activation statistics": (instruments.Activations, "compute", 1, _sig_only,
+                              "activations/sig", "saturated_frac/sig", 32),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_failing_instrument_is_switched_off_and_the_loop_is_untouched(case, monkeypatch):
+    owner, method, after, only, name, column, nan_from = CASES[case]
+    plain_losses, plain_weights, _ = _loop()
+    monkeypatch.setattr(owner, method, _failing(getattr(owner, method), after, only))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        losses, weights, mon = _loop(fl.Monitor)
+        h = mon.history
+        mon.close()
+    assert torch.equal(losses, plain_losses) and torch.equal(weights, plain_weights)
+    ours = [w for w in caught if issubclass(w.category, MonitorWarning)]
+    assert len(ours) == 1, [str(w.message) for w in ours]
+    assert repr(name) in str(ours[0].message) and "injected fault" in str(ours[0].message)
+    assert set(mon.stopped) == {name}
+    assert mon.stopped[name]["nan_from"] == nan_from
+    assert mon.stopped[name]["step"] >= nan_from
+    assert column in mon.stopped[name]["columns"]
+    assert h.attrs["stopped"] == mon.stopped
+    assert h[column].iloc[nan_from:].isna().all()
+    assert h[column].iloc[:nan_from].notna().all()
+    assert len(h) == STEPS and h["loss"].tolist() == losses.tolist()
+    others = [c for c in ("grad_norm", "input_absmax", "output_std", "act_mean/sig",
+                          "dead_frac/relu") if c not in mon.stopped[name]["columns"]]
+    assert h[others].iloc[1:].notna().all().all()  # the rest kept recording
+
+
+def test_a_failing_probe_function_stops_only_its_instrument(monkeypatch):
+    monkeypatch.setattr(probes, "distribution_rows",
+                        _failing_function(probes.distribution_rows, 1))
+    with pytest.warns(MonitorWarning, match="'outputs'"):
+        _, _, mon = _loop(fl.Monitor)
+        h = mon.history
+    assert list(mon.stopped) == ["outputs"]
+    assert h["output_prob_frac"].iloc[32:].isna().all()
+    assert h["input_absmax"].notna().all()
+
+
+class Bag(nn.Module):
+    """Sparse embedding bag: each sample is a few token ids, summed."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 4, sparse=True)
+
+    def forward(self, ids):
+        return self.emb(ids).sum(1)
+
+
+def test_sparse_embeddings_with_sparse_adam_record_correct_norms():
+    def run(monitored):
+        torch.manual_seed(3)
+        model = Bag()
+        opt = torch.optim.SparseAdam(model.parameters(), lr=0.05)
+        g = torch.Generator().manual_seed(4)
+        mon = fl.Monitor(model, opt) if monitored else None
+        ref = []
+        for _ in range(12):
+            ids = torch.randint(0, 50, (8, 3), generator=g)
+            opt.zero_grad()
+            loss = model(ids).pow(2).mean()
+            loss.backward()
+            grad = model.emb.weight.grad.coalesce()
+            before = model.emb.weight.detach().clone()
+            opt.step()
+            after = model.emb.weight.detach()
+            ref.append({"grad_norm": grad.values().double().norm().item(),
+                        "zero_grad_frac": (grad.values() == 0).double().mean().item(),
+                        "update_norm": (after - before).double().norm().item(),
+                        "weight_norm": after.double().norm().item(),
+                        "loss": loss.item()})
+            if mon is not None:
+                mon.record(loss)
+        return ref, mon
+    plain, _ = run(False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MonitorWarning)
+        ref, mon = run(True)
+        h = mon.history
+    assert [r["loss"] for r in ref] == [r["loss"] for r in plain]  # the loop is untouched
+    assert not mon.stopped
+    for column in ("grad_norm", "update_norm", "weight_norm", "zero_grad_frac"):
+        want = np.array([r[column] for r in ref])
+        assert h[column].to_numpy() == pytest.approx(want, rel=1e-5, abs=1e-9), column
+    # Rows of the table no sample used are absent, not "exactly zero" entries: dense
+    # zeros would be ~80% here (at most 24 of 50 rows are touched per step).
+    assert (h["zero_grad_frac"] < 0.5).all()
+    assert h["grad_cosine"].iloc[1:].map(math.isfinite).all()
