@@ -307,6 +307,8 @@ def overview(run_or_runs) -> Figure:
                         axes.flat):
         draw(run_or_runs, ax=ax)
         ax.set_title(draw.__name__)
+        if ax.get_legend() is not None:  # beside each panel would narrow the whole grid
+            _legend(ax, below=True)
     return _detached(fig)
 
 
@@ -454,13 +456,15 @@ def _finish(ax, items, ylabel, notes, mark=True, xlabel="step") -> Axes:
     return ax
 
 
-def _legend(ax) -> None:
-    """The legend beside the axes, never on the data (constrained layout makes room);
-    long labels wrapped, so that one long label does not squeeze the plot."""
+def _legend(ax, below: bool = False) -> None:
+    """The legend beside the axes (or `below` them, in a grid), never on the data;
+    constrained layout makes room, and long labels are wrapped so that one long label
+    does not squeeze the plot."""
     handles, labels = ax.get_legend_handles_labels()
     labels = [textwrap.fill(label, LEGEND_WIDTH) for label in labels]
-    ax.legend(handles, labels, fontsize="small", loc="upper left",
-              bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
+    where = dict(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncols=2) if below else \
+        dict(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(handles, labels, fontsize="small", borderaxespad=0.0, frameon=False, **where)
 
 
 def _twin_labels(items, names) -> dict[str, str]:

@@ -139,6 +139,11 @@ def test_every_legend_sits_outside_the_axes_so_it_never_covers_the_data(runs):
         legend = ax.get_legend().get_window_extent()
         assert legend.x0 >= ax.get_window_extent().x1  # to the right of the plotting area
     plt.close(fig)
+    fig = plots.overview(many)  # a grid: below each panel, so the panels keep their width
+    fig.canvas.draw()
+    for ax in (a for a in fig.axes if a.get_legend() is not None):
+        assert ax.get_legend().get_window_extent().y1 <= ax.get_window_extent().y0
+    plt.close(fig)
 
 
 def test_several_runs_of_several_columns_get_one_key_per_run_and_per_column(runs, ax):
