@@ -3,6 +3,11 @@
 Thin on purpose: it parses, calls the library and prints.  Every expected user error
 (an unknown fault, a missing file, a bad seed range) ends as one line on stderr and
 exit status 2, never a traceback; `verify` exits 1 when the lab does not reproduce.
+Options are checked before any run starts, so a mistake costs no waiting.
+
+torch, pandas and matplotlib are imported inside the commands that need them:
+`failurelab --help` and a usage error answer at once instead of after seconds of
+imports.
 """
 
 from __future__ import annotations
@@ -16,12 +21,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import catalogue, plots
-from .diagnosis import diagnose
-from .faults import PHENOMENA, get
-from .recipes import TASKS, parse_seeds
-from .runs import read_history
-from .train import run as train
+from .recipes import MAX_SEED, MAX_STEPS, TASKS, check_seed, parse_seeds
 
 PROG = "failurelab"
 MYSTERY_SEEDS = 1000  # a blind run without --seed draws its seed from range(1000)
@@ -38,6 +38,9 @@ def cmd_list(args) -> int:
 
     failurelab list
     """
+    from . import catalogue
+    from .faults import PHENOMENA
+
     rows = [(f.name, f.family, f.task, f.shape, f.phenomenon or "-", f.title)
             for f in catalogue.FAULTS.values()]
     print(table(("name", "family", "task", "shape", "phenomenon", "title"), rows))
@@ -54,11 +57,14 @@ def cmd_run(args) -> int:
     failurelab run no_zero_grad --seed 3 --plot cmp.png --save no_zero_grad.csv
     failurelab run sequence --steps 100
     """
+    from .diagnosis import diagnose
     from .report import comparison, measure, verdict
+    from .train import run as train
 
     if args.name in TASKS:
         return _run_baseline(args)
     fault = fault_named(args.name)
+    _check_outputs(args)
     healthy = train(fault.task, seed=args.seed, steps=args.steps)
     faulty = train(fault.name, seed=args.seed, steps=args.steps)
     rows, fired, baseline_fired = measure(fault, faulty.history, healthy.history)
@@ -74,6 +80,11 @@ def cmd_run(args) -> int:
 
 
 def _run_baseline(args) -> int:
+    from . import plots
+    from .diagnosis import diagnose
+    from .train import run as train
+
+    _check_outputs(args)
     result = train(args.name, seed=args.seed, steps=args.steps)
     print(f"{args.name} baseline (seed {args.seed})\n")
     print(table(("measure", "value"), [(k, _num(v)) for k, v in result.summary.items()]))
@@ -105,10 +116,10 @@ def cmd_verify(args) -> int:
     failurelab verify
     failurelab verify --seeds 0-2 --faults huge_lr,nan_in_data
     """
-    from .sweep import summary, verify
-
     seeds = seeds_from(args.seeds)
     names = faults_from(args.faults)
+    from .sweep import summary, verify  # torch: only once the options are known to be good
+
     started = time.perf_counter()
     with progress_bar("verify") as update:
         results = verify(names, seeds, workers=args.workers, progress=update)
@@ -148,6 +159,9 @@ def cmd_diagnose(args) -> int:
 
     failurelab diagnose my_run.csv
     """
+    from .diagnosis import diagnose
+    from .runs import read_history
+
     try:
         history = read_history(args.history)
         print(diagnose(history))
@@ -178,9 +192,8 @@ def cmd_mystery(args) -> int:
         return 1 if args.answer is not None and not result.correct else 0
     seed = args.seed if args.seed is not None else secrets.randbelow(MYSTERY_SEEDS)
     m = mystery(seed)
-    found = diagnose(m.history)
-    print(f"mystery run, seed {m.seed} ({m.task} task): {len(m.history)} steps\n"
-          f"loss-curve shape: {found.shape} - {found.shape_evidence}\n")
+    # Telemetry only: the shape is the student's to name (see mystery.INSTRUMENTS).
+    print(f"mystery run, seed {m.seed} ({m.task} task): {len(m.history)} steps\n")
     print(table(("instrument", "start", "middle", "end"),
                 [(r.instrument, *map(_num, (r.start, r.middle, r.end)))
                  for r in m.readout().itertuples()]))
@@ -199,7 +212,7 @@ def cmd_report(args) -> int:
     failurelab report --out lab-report
     failurelab report --out r --seed 1 --faults huge_lr,dead_relu
     """
-    from . import report
+    from . import catalogue, report
 
     names = faults_from(args.faults) or list(catalogue.FAULTS)
     started = time.perf_counter()
@@ -218,6 +231,8 @@ def cmd_report(args) -> int:
 
 def fault_named(name: str):
     """The fault, or a UserError naming the closest match (the catalogue's own message)."""
+    from .faults import get
+
     try:
         return get(name)
     except KeyError as err:
@@ -293,21 +308,63 @@ def _write(save, path: str, what: str) -> None:
 
 # --- the parser ---------------------------------------------------------------------------------
 
-def _non_negative(text: str) -> int:
+def _whole(text: str, low: int, high: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}, "
+                                         f"got {value}")
     return value
 
 
-def _positive(text: str) -> int:
-    value = _non_negative(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("expected 1 or more, got 0")
-    return value
+def _seed(text: str) -> int:
+    """A seed the lab can use (0 to 2**63 - 1), checked before anything runs."""
+    try:
+        return check_seed(int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a seed: a whole number from 0 to "
+                                         f"2**63 - 1 ({MAX_SEED}), got {text!r}") from None
+
+
+def _steps(text: str) -> int:
+    return _whole(text, 1, MAX_STEPS)
+
+
+def _workers(text: str) -> int:
+    return _whole(text, 1, 1024)
+
+
+def _check_writable(*paths: str | None) -> None:
+    """Refuse an output path whose folder is missing (or that is a folder) before the
+    run, not after it; a plot path must also name a format matplotlib can write."""
+    for path in filter(None, paths):
+        target = Path(path)
+        folder = target.parent
+        if not folder.is_dir():
+            raise UserError(f"cannot write {path}: the folder {folder} does not exist")
+        if target.is_dir():
+            raise UserError(f"cannot write {path}: it is a folder; give a file name")
+        if not os.access(folder, os.W_OK):
+            raise UserError(f"cannot write {path}: no permission to write in {folder}")
+
+
+def _check_outputs(args) -> None:
+    _check_writable(args.plot, args.save)
+    _check_plot_format(args.plot)
+
+
+def _check_plot_format(path: str | None) -> None:
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    if not path:
+        return
+    known = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(path).suffix.lstrip(".").lower()
+    if suffix not in known:
+        raise UserError(f"cannot write the plot to {path}: unknown image format "
+                        f"{suffix or '(none)'!r}; use one of {', '.join(sorted(known))}")
 
 
 # The handlers' docstrings are their help: a one-line description, then examples.
@@ -337,8 +394,8 @@ def _add_options(p: dict[str, argparse.ArgumentParser]) -> None:
     p["run"].add_argument("name", metavar="NAME",
                           help="a fault name (see 'failurelab list'), or 'tabular' / "
                                "'sequence' for a healthy baseline alone")
-    p["run"].add_argument("--seed", type=_non_negative, default=0, help="default: 0")
-    p["run"].add_argument("--steps", type=_positive, help="optimizer steps (default: the "
+    p["run"].add_argument("--seed", type=_seed, default=0, help="default: 0")
+    p["run"].add_argument("--steps", type=_steps, help="optimizer steps (default: the "
                                                           "recipe's, 300)")
     p["run"].add_argument("--plot", metavar="PNG", help="write the comparison plot here")
     p["run"].add_argument("--save", metavar="CSV", help="write the faulty run's history here")
@@ -346,10 +403,10 @@ def _add_options(p: dict[str, argparse.ArgumentParser]) -> None:
     for name in ("verify", "report"):
         p[name].add_argument("--faults", metavar="A,B", help="comma-separated fault names "
                                                              "(default: all)")
-        p[name].add_argument("--workers", type=_positive,
+        p[name].add_argument("--workers", type=_workers,
                              help="worker processes (default: one per core)")
     p["diagnose"].add_argument("history", metavar="HISTORY.csv")
-    p["mystery"].add_argument("--seed", type=_non_negative,
+    p["mystery"].add_argument("--seed", type=_seed,
                               help="which mystery (default: a random one, printed)")
     p["mystery"].add_argument("--reveal", action="store_true",
                               help="name the fault (and grade --answer)")
@@ -357,8 +414,8 @@ def _add_options(p: dict[str, argparse.ArgumentParser]) -> None:
                                                                "--reveal (exit 1 if wrong)")
     p["report"].add_argument("--out", required=True, metavar="DIR",
                              help="folder for index.html, the pages and the plots")
-    p["report"].add_argument("--seed", type=_non_negative, default=0, help="default: 0")
-    p["report"].add_argument("--steps", type=_positive, help="optimizer steps per run "
+    p["report"].add_argument("--seed", type=_seed, default=0, help="default: 0")
+    p["report"].add_argument("--steps", type=_steps, help="optimizer steps per run "
                                                              "(default: the recipe's)")
 
 

@@ -80,7 +80,7 @@ def get(name: str) -> Fault:
     from .catalogue import FAULTS
 
     if not isinstance(name, str) or name not in FAULTS:
-        close = difflib.get_close_matches(str(name), FAULTS, n=1)
+        close = difflib.get_close_matches(str(name).lower(), FAULTS, n=1)  # names are lower case
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise KeyError(f"unknown fault {name!r}.{hint} Known faults: {', '.join(FAULTS)}")
     return FAULTS[name]

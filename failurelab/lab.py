@@ -8,14 +8,15 @@ telemetry measured, so that every notebook section is a handful of one-line cell
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import pandas as pd
 
 from .faults import Fault, check, get
-from .recipes import Recipe, baseline, diff
+from .recipes import Recipe, baseline, diff, format_diff
 from .runs import Run
-from .signatures import Evidence, side_by_side
+from .signatures import Evidence, Signature, fmt, side_by_side
 from .train import run
 
 
@@ -34,15 +35,29 @@ class Followup:
     run: Run
     evidence: Evidence  # what the follow-up's run measurably showed
     passed: bool  # did it show what the catalogue says it should?
+    measured: str = ""  # the measurements in words; default: the evidence sentence
 
     def __str__(self) -> str:
-        changed = ", ".join(f"{k}: {_show(a)} -> {_show(b)}" for k, (a, b) in self.change.items())
-        mark = "as documented" if self.passed else "NOT as documented"
-        return f"{self.kind} ({changed}): {self.evidence.sentence} [{mark}]"
+        if self.kind == "fix":  # the evidence is the fault's signature: gone means healed
+            verdict = "✓ healed, the fault's signature is gone" if self.passed else \
+                      "✗ NOT healed, the fault's signature is still there"
+        else:
+            verdict = "✓ as documented" if self.passed else "✗ NOT as documented"
+        return (f"{self.kind} ({format_diff(self.change)}): {verdict}\n"
+                f"  measured on the new run: {self.measured or self.evidence.sentence}")
 
 
-def _show(value) -> str:
-    return f"{value:g}" if isinstance(value, float) else repr(value)
+def _against_signature(signature: Signature, evidence: Evidence) -> str:
+    """A fix's measurements beside the fault's thresholds: which conditions are gone."""
+    parts = []
+    for c in signature.conditions:
+        value = evidence.values[c.quantity]
+        if not c.required and math.isnan(value):
+            continue  # a veto this task cannot measure (padding, on the tabular task)
+        gone = "" if c.margin(value) >= 0 else " ✓ gone"
+        parts.append(f"{c.label} {fmt(value)} (fault: {'≥' if c.above else '≤'} "
+                     f"{fmt(c.threshold)}){gone}")
+    return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -89,7 +104,7 @@ class Experiment:
         result = _cached(repaired, self.seed)
         evidence = self.fault.evidence(result.history)
         return Followup("fix", diff(self.faulty.recipe, repaired), result, evidence,
-                        not evidence.fired)
+                        not evidence.fired, _against_signature(self.fault.signature, evidence))
 
 
 def experiment(name: str, seed: int = 0) -> Experiment:

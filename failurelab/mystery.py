@@ -22,14 +22,17 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from . import train
 from .catalogue import FAULTS
 from .faults import Fault, get
+from .recipes import check_seed
 from .worksheet import Worksheet, check_cause
 
 KEY_PREFIX = "mystery-"  # worksheet experiment names: "mystery-7"
 
-# What a student may read, by column (a "prefix/" takes the worst layer).
+# What a student may read, by column (a "prefix/" takes the worst layer): measured
+# telemetry only.  Columns that echo a recipe field (the batch size) are left out: they
+# would name the fault that changes the field instead of letting the student infer it.
+# Nor is the curve's shape here: the student is asked to predict it.
 INSTRUMENTS = (("loss", "training loss"), ("val_loss", "validation loss"),
                ("val_acc", "validation accuracy"), ("grad_norm", "gradient norm"),
                ("grad_cosine", "gradient cosine"), ("update_ratio", "update ratio"),
@@ -38,7 +41,7 @@ INSTRUMENTS = (("loss", "training loss"), ("val_loss", "validation loss"),
                ("dead_frac/", "dead ReLU share (worst layer)"),
                ("input_absmax", "largest |input|"), ("input_std_ratio", "feature std spread"),
                ("input_nonfinite", "non-finite inputs"), ("label_purity", "main class share"),
-               ("batch_size", "batch size"), ("pad_attention", "attention on pads"),
+               ("pad_attention", "attention on pads"),
                ("t_data", "data time (s/step)"), ("nonfinite", "non-finite values"))
 
 
@@ -123,8 +126,10 @@ def mystery(seed: int, faults: Iterable[str] | None = None, *,
 
     The run uses the same `seed`, so one number reproduces the whole mystery.  `steps`
     shortens it (the telemetry of a short run may not show the signature)."""
+    from .train import run  # torch, imported when a mystery is run (see __init__)
+
     name = pick(seed, faults)
-    history = train.run(name, seed=seed, steps=steps).history.copy()
+    history = run(name, seed=seed, steps=steps).history.copy()
     history.attrs.clear()  # nothing but the measurements travels with the mystery
     return Mystery(seed, FAULTS[name].task, history, name)
 
@@ -136,8 +141,7 @@ def pick(seed: int, faults: Iterable[str] | None = None) -> str:
     student) cover every fault before any repeats.  A subset is taken in catalogue order
     whatever order it is given in (a set's order changes between processes), so the
     same seed and subset always give the same fault."""
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"a mystery seed must be a non-negative integer, got {seed!r}")
+    check_seed(seed, "a mystery seed")
     pool = _pool(faults)
     round_, position = divmod(seed, len(pool))
     random.Random(round_).shuffle(pool)

@@ -14,6 +14,7 @@ error: what exists is drawn and a note in the axes says what is missing.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 
 import numpy as np
@@ -24,7 +25,7 @@ from matplotlib.figure import Figure
 from .faults import get as get_fault
 from .quantities import first_nonfinite
 from .recipes import baseline as baseline_recipe
-from .recipes import diff
+from .recipes import diff, format_value
 from .runs import TIMING_COLUMNS, history_of
 
 HEALTHY_UPDATE_RATIO = (1e-4, 1e-1)  # outside it, steps are too timid or too violent
@@ -34,6 +35,8 @@ LOG_SPAN = 100.0  # a curve spanning more than two decades gets a log axis
 SPARSE = 0.5  # a column filled on under half the steps (evaluations) gets markers
 REFERENCE_COLOR = "0.55"  # the first run of an overlay, the healthy reference
 LINESTYLES = ("-", "--", ":", "-.")  # several columns of several runs: style per column
+LEGEND_WIDTH = 28  # characters per legend line: wider labels are wrapped
+STYLE_NAMES = {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dash-dot"}  # legend keys
 TRAIN_COUNTERPART = {"val_loss": "loss", "val_acc": "batch_acc"}  # drawn faintly behind
 VAL_LABELS = {"val_loss": "validation loss", "val_acc": "accuracy",
               "val_min_recall": "recall of the worst class",
@@ -79,13 +82,14 @@ def loss(runs, ax=None, smooth=9) -> Axes:
 
 def gradients(runs, ax=None, per_layer=False) -> Axes:
     """Global gradient norm on a log axis (growth and collapse are both in decades);
-    `per_layer` adds one line per parameter for a single run."""
+    `per_layer` adds one line per parameter for a single run, smoothed over 9 steps
+    (raw lines faint behind) because seven noisy lines on one axis hide every trend."""
     items, ax = _items(runs), _axes(ax)
     names = {"grad_norm": "total"}
     if per_layer and len(items) == 1:
         names |= {c: c.split("/", 1)[1] for c in items[0][1].columns
                   if c.startswith("grad_norm/")}
-    notes = _plot(ax, items, names)
+    notes = _plot(ax, items, names, smooth=9 if len(names) > 1 else 1)
     if per_layer and len(items) > 1:
         notes.append("per-layer lines need a single run")
     ax.set_yscale("log")
@@ -97,7 +101,7 @@ def update_ratio(runs, ax=None) -> Axes:
     weights each step, below it nothing moves."""
     items, ax = _items(runs), _axes(ax)
     lo, hi = HEALTHY_UPDATE_RATIO
-    ax.axhspan(lo, hi, color="tab:green", alpha=0.12, lw=0, label=f"healthy {lo:g}..{hi:g}")
+    ax.axhspan(lo, hi, color="tab:green", alpha=0.12, lw=0, label=f"healthy: {lo:g} to {hi:g}")
     notes = _plot(ax, items, ["update_ratio"])
     ax.set_yscale("log")
     return _finish(ax, items, "update ratio ‖Δw‖/‖w‖", notes)
@@ -146,12 +150,17 @@ def validation(runs, ax=None, metric="val_loss") -> Axes:
     (dashed, smoothed) where there is one: the gap between them is the evidence."""
     items, ax = _items(runs), _axes(ax)
     train = TRAIN_COUNTERPART.get(metric)
+    trained = False
     for i, (label, h) in enumerate(items):
         s = _series(h, train) if train else None
         if s is not None:
             ax.plot(s.index, s.rolling(9, min_periods=1).mean(), color=_color(i, items),
-                    ls="--", lw=0.8, alpha=0.7, label=f"{label}: training (smoothed)")
+                    ls="--", lw=0.8, alpha=0.7)
+            trained = True
     notes = _plot(ax, items, [metric], what="validation columns")
+    if trained:  # one key for every dashed line: the legend names each run once
+        ax.plot([], [], color="0.3", ls="--", lw=0.8, label="dashed: training batches, "
+                                                          "smoothed")
     return _finish(ax, items, VAL_LABELS.get(metric, metric), notes)
 
 
@@ -252,7 +261,7 @@ def batches(runs, ax=None) -> Axes:
     ax = column(labelled, "label_purity", ax, log=False, ylabel="commonest label's share")
     ax.set_ylim(-0.02, 1.02)
     if ax.get_legend_handles_labels()[1]:  # one run too: the legend holds its batch size
-        ax.legend(fontsize="small")
+        _legend(ax)
     return ax
 
 
@@ -298,6 +307,8 @@ def overview(run_or_runs) -> Figure:
                         axes.flat):
         draw(run_or_runs, ax=ax)
         ax.set_title(draw.__name__)
+        if ax.get_legend() is not None:  # beside each panel would narrow the whole grid
+            _legend(ax, below=True)
     return _detached(fig)
 
 
@@ -336,7 +347,7 @@ def _label(run, i: int | None) -> str:
     if recipe is None:
         return "history" if i is None else f"history {i}"
     changed = diff(baseline_recipe(recipe.task), recipe)
-    what = ", ".join(f"{k}={b}" for k, (a, b) in changed.items() if k != "steps")
+    what = ", ".join(f"{k}={format_value(b)}" for k, (a, b) in changed.items() if k != "steps")
     return f"{what or recipe.task + ' baseline'} (seed {run.seed})"
 
 
@@ -377,6 +388,8 @@ def _plot(ax, items, names, smooth=1, what=None) -> list[str]:
     Returns the notes on what is missing."""
     names = dict(zip(names, names)) if not isinstance(names, dict) else names
     one_run = len(items) == 1
+    keyed = not one_run and len(names) > 1  # colour per run, style per column: keys
+    shown_as = _twin_labels(items, names)
     missing: dict[str, list[str]] = {}
     for i, (label, h) in enumerate(items):
         for j, (name, shown) in enumerate(names.items()):
@@ -386,7 +399,7 @@ def _plot(ax, items, names, smooth=1, what=None) -> list[str]:
                 continue
             color = f"C{j % 10}" if one_run and len(names) > 1 else _color(i, items)
             style = LINESTYLES[0] if one_run else LINESTYLES[j % len(LINESTYLES)]
-            text = label if len(names) == 1 else shown if one_run else f"{label}: {shown}"
+            text = "_nolegend_" if keyed else shown if len(names) > 1 else shown_as[label]
             marker = "o" if len(s) < SPARSE * len(h) else None
             if smooth and smooth > 1:
                 ax.plot(s.index, s, color=color, lw=0.7, alpha=0.3)
@@ -394,6 +407,8 @@ def _plot(ax, items, names, smooth=1, what=None) -> list[str]:
             ax.plot(s.index, s, color=color, ls=style, marker=marker, ms=3, lw=1.4,
                     label=text)
     drawn = len(items) * len(names) - sum(len(v) for v in missing.values())
+    if keyed and drawn:
+        _keys(ax, items, names, shown_as, missing)
     if not drawn:
         return [f"no {what or ' or '.join(names) or 'columns'} in {_whom(items)}"]
     return [f"no {', '.join(v)} in {_whom(items, label)}" for label, v in missing.items()]
@@ -437,8 +452,47 @@ def _finish(ax, items, ylabel, notes, mark=True, xlabel="step") -> Axes:
                 va="center", fontsize="small", color="0.35",
                 bbox=dict(facecolor="white", edgecolor="0.8", alpha=0.8))
     if len(ax.get_legend_handles_labels()[1]) > 1:
-        ax.legend(fontsize="small")
+        _legend(ax)
     return ax
+
+
+def _legend(ax, below: bool = False) -> None:
+    """The legend beside the axes (or `below` them, in a grid), never on the data;
+    constrained layout makes room, and long labels are wrapped so that one long label
+    does not squeeze the plot."""
+    handles, labels = ax.get_legend_handles_labels()
+    labels = [textwrap.fill(label, LEGEND_WIDTH) for label in labels]
+    where = dict(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncols=2) if below else \
+        dict(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(handles, labels, fontsize="small", borderaxespad=0.0, frameon=False, **where)
+
+
+def _twin_labels(items, names) -> dict[str, str]:
+    """Each run's legend label, saying so when its lines equal an earlier run's value
+    for value: the later line is drawn exactly over the earlier one and hides it."""
+    labels = {}
+    for i, (label, h) in enumerate(items):
+        twin = next((other for other, g in items[:i] if _same_lines(h, g, names)), None)
+        labels[label] = label if twin is None else f"{label} (= {twin} exactly, drawn over it)"
+    return labels
+
+
+def _same_lines(h: pd.DataFrame, g: pd.DataFrame, names) -> bool:
+    pairs = [(_series(h, n), _series(g, n)) for n in names]
+    pairs = [(a, b) for a, b in pairs if a is not None or b is not None]
+    return bool(pairs) and all(a is not None and b is not None and a.equals(b)
+                               for a, b in pairs)
+
+
+def _keys(ax, items, names, shown_as, missing) -> None:
+    """Legend entries for a colour-per-run, style-per-column plot: one per run and one
+    per column instead of one per line (runs x columns entries bury the data)."""
+    for i, (label, _) in enumerate(items):
+        if len(missing.get(label, ())) < len(names):
+            ax.plot([], [], color=_color(i, items), lw=1.4, label=shown_as[label])
+    for j, shown in enumerate(names.values()):
+        style = LINESTYLES[j % len(LINESTYLES)]
+        ax.plot([], [], color="0.3", lw=1.4, ls=style, label=f"{STYLE_NAMES[style]}: {shown}")
 
 
 # Every instrument by name: what INSTRUMENTS and `compare(instrument=...)` refer to.
@@ -466,5 +520,5 @@ def lr_range(result, ax=None) -> Axes:
     ax.set_ylim(0, 1.5 * max(start, float(table["smoothed_loss"].max())))  # spikes clipped
     ax.set_xlabel("learning rate")
     ax.set_ylabel("training loss")
-    ax.legend(fontsize="small")
+    _legend(ax)
     return ax

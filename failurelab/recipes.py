@@ -96,6 +96,22 @@ def baseline(task: str = "tabular") -> Recipe:
     return Recipe() if task == "tabular" else Recipe(**_SEQUENCE)
 
 
+# Every seed the lab accepts: torch generators take 64-bit seeds, and the data derive
+# `seed + 1` and `seed + 2` from it, so the signed 64-bit range leaves room for both.
+MAX_SEED = 2**63 - 1
+MAX_STEPS = 1_000_000  # a recipe's longest run: about a day of the lab's CPU time
+MAX_SEED_COUNT = 10_000  # one verify of the catalogue on this many seeds takes a day
+
+
+def check_seed(seed, what: str = "seed") -> int:
+    """`seed` itself when it is a usable seed; else a ValueError saying the range (a
+    huge seed would otherwise fail deep inside torch, after the work had started)."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"{what} must be a non-negative integer no larger than 2**63 - 1 "
+                         f"({MAX_SEED}), got {seed!r}")
+    return seed
+
+
 def parse_seeds(text: str) -> list[int]:
     """'0-9' or '0,3,7' (or a mix: '0-4,9') -> a sorted list of distinct seeds."""
     seeds: set[int] = set()
@@ -107,6 +123,9 @@ def parse_seeds(text: str) -> list[int]:
             raise ValueError(f"seeds must look like 0-9 or 0,3,7; got {text!r}") from None
         if first < 0 or last < first:
             raise ValueError(f"seeds must be non-negative ranges low-high; got {part!r}")
+        check_seed(last, "a seed")
+        if last - first + len(seeds) >= MAX_SEED_COUNT:
+            raise ValueError(f"at most {MAX_SEED_COUNT} seeds at once; got {text!r}")
         seeds.update(range(first, last + 1))
     return sorted(seeds)
 
@@ -162,6 +181,21 @@ def diff(a: Recipe, b: Recipe) -> dict[str, tuple]:
     return out
 
 
+def format_value(value) -> str:
+    """A recipe value as a person reads it: floats to 6 significant digits, so that
+    0.1 * 30 shows as 3 rather than 3.0000000000000004; strings quoted."""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def format_diff(changes: dict[str, tuple]) -> str:
+    """A `diff` as one line, 'lr: 0.1 → 3, labels: 'aligned' → 'shuffled''; the values
+    of `diff` itself stay exact."""
+    return ", ".join(f"{k}: {format_value(a)} → {format_value(b)}"
+                     for k, (a, b) in changes.items()) or "no change"
+
+
 def _choice(name: str, value, allowed) -> str | None:
     if value not in allowed:
         return f"{name} must be one of {allowed}, got {value!r}"
@@ -209,7 +243,7 @@ def _problems(r: Recipe):
         _number("weight_decay", r.weight_decay, 0.0, 1e3),
         _number("batch_size", r.batch_size, 1, r.n_train if isinstance(r.n_train, int) else 1,
                 integer=True),
-        _number("steps", r.steps, 1, 1_000_000, integer=True),
+        _number("steps", r.steps, 1, MAX_STEPS, integer=True),
         _number("grad_clip", r.grad_clip, 0.0, 1e6),
         _number("eval_every", r.eval_every, 1, 1_000_000, integer=True),
     ]

@@ -26,7 +26,7 @@ from . import catalogue
 from .diagnosis import diagnose
 from .faults import PHENOMENA, SHAPES, Fault, get
 from .parallel import worker_pool
-from .recipes import baseline, diff
+from .recipes import baseline, diff, format_diff
 from .signatures import Row, side_by_side
 from .train import run
 
@@ -70,8 +70,7 @@ def verdict(name: str, fired: bool, baseline_fired: bool) -> str:
 
 def changed(fault: Fault) -> str:
     """The recipe fields the fault changes, as 'field: before → after'."""
-    pairs = diff(baseline(fault.task), fault.inject(baseline(fault.task)))
-    return ", ".join(f"{k}: {a!r} → {b!r}" for k, (a, b) in pairs.items())
+    return format_diff(diff(baseline(fault.task), fault.inject(baseline(fault.task))))
 
 
 def comparison(name: str, healthy, faulty):

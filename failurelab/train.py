@@ -19,7 +19,7 @@ from . import data
 from .faults import resolve
 from .models import make_model
 from .monitor import Monitor
-from .recipes import Recipe
+from .recipes import Recipe, check_seed
 from .runs import Run
 
 EXTRA_PADS = 10  # pads appended to validation sequences to test that padding is ignored
@@ -41,6 +41,7 @@ class Parts:
 
 def build(recipe: Recipe, seed: int = 0) -> Parts:
     """The seeded parts of `recipe`; the caller's global RNG state is left untouched."""
+    check_seed(seed)
     prepared = data.prepare(recipe, seed)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
@@ -77,8 +78,7 @@ def run(recipe_or_name: Recipe | str, *, seed: int = 0, steps: int | None = None
     recipe = resolve(recipe_or_name)
     if steps is not None:
         recipe = recipe.replace(steps=steps)
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    check_seed(seed)
     started = time.perf_counter()
     with torch_threads(threads), torch.random.fork_rng():
         parts = build(recipe, seed)

@@ -214,6 +214,77 @@ def test_a_bad_seed_range_is_one_line_with_status_2(capsys, seeds):
     assert err.count("\n") == 1 and "seeds" in err
 
 
+@pytest.mark.parametrize("args", [("run", "huge_lr", "--seed", "99999999999999999999"),
+                                  ("mystery", "--seed", str(2**63)),
+                                  ("report", "--out", "r", "--seed", "1e3")])
+def test_a_seed_out_of_range_is_a_usage_error_naming_the_range(capsys, args, tmp_path,
+                                                                monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    status, out, err = in_process(capsys, *args)
+    assert status == 2 and "usage: failurelab" in err and "Traceback" not in err
+    assert "a whole number from 0 to 2**63 - 1" in err and not out
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_seed_list_out_of_range_is_one_line_with_status_2(capsys):
+    status, _, err = in_process(capsys, "verify", "--seeds", "0,99999999999999999999")
+    assert status == 2 and err.count("\n") == 1 and "2**63 - 1" in err
+
+
+@pytest.mark.parametrize("steps", ["0", "-3", "2000000"])
+def test_steps_outside_the_allowed_range_say_the_range_they_break(capsys, steps):
+    status, _, err = in_process(capsys, "run", "huge_lr", "--steps", steps)
+    assert status == 2 and "expected a whole number from 1 to 1000000" in err
+    assert "0 or more" not in err
+
+
+def _no_training(monkeypatch):
+    """Make any training run fail loudly: the checks below must stop the command first."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a run started before the options were checked")
+    monkeypatch.setattr("failurelab.train.run", refuse)
+
+
+@pytest.mark.parametrize("option, path, why", [
+    ("--plot", "missing/dir/a.png", "does not exist"),
+    ("--save", "missing/h.csv", "does not exist"),
+    ("--plot", ".", "it is a folder"),
+    ("--plot", "cmp.xyz", "unknown image format 'xyz'"),
+])
+def test_an_output_path_that_cannot_be_written_is_refused_before_the_run(
+        capsys, tmp_path, monkeypatch, option, path, why):
+    monkeypatch.chdir(tmp_path)
+    _no_training(monkeypatch)
+    for name in ("huge_lr", "tabular"):  # a fault beside its baseline, and a baseline alone
+        status, out, err = in_process(capsys, "run", name, option, path)
+        assert status == 2 and not out
+        assert err.count("\n") == 1 and why in err and path in err
+
+
+@pytest.mark.parametrize("name", ["HUGE_LR", "Huge_Lr", "NO_ZERO_GRAD"])
+def test_a_fault_name_in_the_wrong_case_gets_a_did_you_mean(capsys, name):
+    status, _, err = in_process(capsys, "run", name)
+    assert status == 2 and err.count("\n") == 1
+    assert f"Did you mean {name.lower()!r}?" in err
+
+
+def test_help_imports_neither_torch_nor_matplotlib():
+    """`failurelab --help` must answer at once: the heavy libraries load only in the
+    commands that use them (pandas stays: see failurelab/__init__.py)."""
+    code = ("import sys\n"
+            "from failurelab.cli import main\n"
+            "for argv in (['--help'], ['run', '--help'], ['verify', '--seeds', '9-0']):\n"
+            "    try:\n"
+            "        main(argv)\n"
+            "    except SystemExit:\n"
+            "        pass\n"
+            "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))\n")
+    result = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_every_command_has_help_with_examples(capsys):
     for command in ("list", "run", "verify", "diagnose", "mystery", "report"):
         status, out, _ = in_process(capsys, command, "--help")
@@ -233,8 +304,23 @@ def test_a_blind_mystery_shows_telemetry_but_not_its_fault():
     seed = 9
     blind = failurelab("mystery", "--seed", seed)
     assert blind.returncode == 0, blind.stderr
-    assert "loss-curve shape" in blind.stdout and "training loss" in blind.stdout
+    assert "training loss" in blind.stdout and "gradient norm" in blind.stdout
     assert pick(seed) not in blind.stdout and "cause" not in blind.stdout
+
+
+@needs_mystery
+def test_a_blind_mystery_prints_no_curve_shape_and_no_recipe_field():
+    """Seed 7 is a run of batch size 2: the readout once printed "batch size 2 2 2"
+    and the diagnosed shape, the two things the student is asked to work out."""
+    from failurelab.mystery import pick
+
+    blind = failurelab("mystery", "--seed", 7)
+    assert blind.returncode == 0, blind.stderr
+    assert pick(7) == "batch_too_small"
+    text = blind.stdout.lower()
+    assert "batch size" not in text and "shape" not in text
+    assert not any(shape in text for shape in ("diverging", "oscillating", "plateau",
+                                               "stepwise", "degrading", "healthy"))
 
 
 @needs_mystery

@@ -121,3 +121,21 @@ def test_a_wrong_or_missing_worksheet_answer_is_graded_as_such(tmp_path):
 def test_an_answer_and_a_worksheet_together_are_refused(tmp_path):
     with pytest.raises(ValueError, match="not both"):
         reveal(0, "huge_lr", Worksheet(tmp_path / "w.json"))
+
+
+def test_the_readout_shows_measured_instruments_never_a_recipe_field():
+    """A recipe field in the readout (the batch size of batch_too_small) would hand the
+    student the answer instead of the evidence."""
+    from dataclasses import fields
+
+    from failurelab.mystery import INSTRUMENTS
+
+    recipe_fields = {f.name for f in fields(fl.Recipe)}
+    assert not [c for c, _ in INSTRUMENTS if c.rstrip("/") in recipe_fields]
+    readout = short_mystery(2).readout()
+    assert len(readout) >= 5 and "batch size" not in set(readout.instrument)
+
+
+def test_a_mystery_seed_beyond_64_bits_is_a_clear_value_error():
+    with pytest.raises(ValueError, match=r"no larger than 2\*\*63 - 1"):
+        pick(2**63)

@@ -3,8 +3,9 @@
 These tests never execute a notebook; nbmake does that (`pytest --nbmake notebooks`,
 which proves every experiment still reproduces).  Here we check what can be checked
 from the files alone, in milliseconds: no outputs are committed, every fault of the
-catalogue is taught exactly once with a prediction written before it runs, the
-self-check questions of the course are asked, and each file is valid nbformat v4.
+catalogue is taught exactly once with a prediction written before it runs, under a
+heading that does not give the answer away, the self-check questions of the course are
+asked, and each file is valid nbformat v4.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ SELF_CHECK_QUESTIONS = (
 EXPERIMENT = re.compile(r"""fl\.experiment\(\s*["']([A-Za-z0-9_]+)["']""")
 PREDICT = re.compile(r"""ws\.predict\(\s*([^,)]+)(.*)\)""")
 WORKSHEET = 'fl.Worksheet("course.worksheet.json")'
+FAULT_HEADING = re.compile(r"## Experiment (\d+) · \S")  # then the change, in words
 
 
 def _read(path: Path) -> dict:
@@ -142,6 +144,27 @@ def test_fault_section_predicts_before_it_runs_then_observes_and_checks(name):
     assert first["predict"] < first["run"] <= first["observe"], \
         f"{notebook}, section of {name}: predict, then run, then observe"
     assert first["check"] >= first["run"]
+
+
+@pytest.mark.parametrize("name", list(fl.FAULTS))
+def test_fault_heading_describes_the_change_without_naming_any_fault(name):
+    """The heading sits right above the prediction: a fault's name (or its words) there
+    would answer the question the student is about to be asked."""
+    notebook, section = _fault_sections()[name][0]
+    heading = _source(section[0]).lstrip().splitlines()[0]
+    assert FAULT_HEADING.match(heading), \
+        f"{notebook}: {heading!r} should read '## Experiment N · <what was changed>'"
+    words = _normalise(heading)
+    named = [n for n in fl.FAULTS if n in heading or _normalise(n.replace("_", " ")) in words]
+    assert not named, f"{notebook}: the heading {heading!r} names {named}"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_experiments_are_numbered_from_one_in_each_notebook(path):
+    numbers = [int(m.group(1)) for cell in _read(path)["cells"]
+               if cell["cell_type"] == "markdown"
+               and (m := FAULT_HEADING.match(_source(cell).lstrip()))]
+    assert numbers == list(range(1, len(numbers) + 1))
 
 
 @pytest.mark.parametrize("question", SELF_CHECK_QUESTIONS)

@@ -47,3 +47,14 @@ def test_the_readme_commands_are_the_ones_ci_runs():
     for command in ('.venv/bin/pip install -e ".[lab]"', ".venv/bin/failurelab verify",
                     "OMP_NUM_THREADS=1 .venv/bin/python -m pytest -n 2 tests --nbmake notebooks"):
         assert command in readme and command in ci
+
+
+def test_every_public_name_resolves_and_the_lazy_table_matches_all():
+    import failurelab as fl
+    from failurelab import _LAZY
+
+    eager = {"Alert", "alerts", "Mystery", "Reveal", "mystery", "reveal"}
+    assert set(fl.__all__) == set(_LAZY) | eager and len(fl.__all__) == len(set(fl.__all__))
+    for name in fl.__all__:
+        assert getattr(fl, name) is not None, name
+    assert callable(fl.mystery) and callable(fl.alerts)  # functions, not their modules

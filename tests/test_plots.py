@@ -60,6 +60,11 @@ def _labelled_lines(ax):
     return [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
 
 
+def _runs_in_legend(ax):
+    """The labelled lines without the note that a line hides an identical one."""
+    return [label.split(" (= ")[0] for label in _labelled_lines(ax)]
+
+
 def _texts(ax):
     return " | ".join(t.get_text() for t in ax.texts)
 
@@ -99,16 +104,61 @@ def test_anything_but_runs_or_histories_is_a_clear_type_error():
                                   "gradient_cosine", "weights", "column"])
 def test_an_overlay_draws_one_labelled_line_per_run_baseline_first_in_grey(name, runs, ax):
     _draw(name, {"baseline": runs["tabular"], "huge_lr": runs["huge_lr"]}, ax)
-    assert _labelled_lines(ax) == ["baseline", "huge_lr"]
+    assert _runs_in_legend(ax) == ["baseline", "huge_lr"]
     first = next(line for line in ax.get_lines() if line.get_label() == "baseline")
     assert first.get_color() == plots.REFERENCE_COLOR
     assert ax.get_legend() is not None
 
 
 def test_a_list_of_runs_is_labelled_by_what_each_recipe_changes(runs, ax):
-    plots.loss([runs["tabular"], runs["huge_lr"]], ax=ax)
-    lr = runs["huge_lr"].recipe.lr
-    assert _labelled_lines(ax) == ["tabular baseline (seed 0)", f"lr={lr} (seed 0)"]
+    lr = fl.baseline().lr * 0.1  # a tenth of the rate, as Scale("lr", 0.1) computes it
+    slower = fl.run(fl.baseline().replace(lr=lr), steps=5)
+    plots.loss([runs["tabular"], runs["huge_lr"], slower], ax=ax)
+    assert lr != 0.01  # 0.010000000000000002 in floating point, shown as 0.01
+    assert _labelled_lines(ax) == ["tabular baseline (seed 0)", "lr=3 (seed 0)",
+                                   "lr=0.01 (seed 0)"]
+
+
+def test_a_line_that_hides_an_earlier_one_exactly_says_so_in_the_legend(runs, ax):
+    again = fl.run("tabular", steps=40)  # the same recipe and seed: the same history
+    plots.loss({"baseline": runs["tabular"], "fix": again, "fault": runs["huge_lr"]}, ax=ax)
+    assert _labelled_lines(ax) == ["baseline", "fix (= baseline exactly, drawn over it)",
+                                   "fault"]
+    shown = [t.get_text() for t in ax.get_legend().get_texts()]  # wrapped, not squeezing
+    assert all(len(line) <= plots.LEGEND_WIDTH for text in shown for line in text.split("\n"))
+
+
+def test_every_legend_sits_outside_the_axes_so_it_never_covers_the_data(runs):
+    fig, axes = plt.subplots(1, 3, figsize=(18, 4), layout="constrained")
+    many = {"baseline": runs["tabular"], "huge_lr": runs["huge_lr"], "nan": runs["nan"]}
+    plots.gradients(runs["tabular"], ax=axes[0], per_layer=True)
+    plots.activations(many, ax=axes[1])
+    plots.accuracy(many, ax=axes[2])
+    fig.canvas.draw()
+    for ax in axes:
+        legend = ax.get_legend().get_window_extent()
+        assert legend.x0 >= ax.get_window_extent().x1  # to the right of the plotting area
+    plt.close(fig)
+    fig = plots.overview(many)  # a grid: below each panel, so the panels keep their width
+    fig.canvas.draw()
+    for ax in (a for a in fig.axes if a.get_legend() is not None):
+        assert ax.get_legend().get_window_extent().y1 <= ax.get_window_extent().y0
+    plt.close(fig)
+
+
+def test_several_runs_of_several_columns_get_one_key_per_run_and_per_column(runs, ax):
+    plots.activations({"baseline": runs["tabular"], "huge_lr": runs["huge_lr"],
+                       "nan": runs["nan"]}, ax=ax)
+    keys = ["solid: saturated_frac/sigmoid", "dashed: dead_frac/relu"]
+    assert _runs_in_legend(ax) == ["baseline", "huge_lr", "nan", *keys]  # 5, not 3 x 2
+    assert len([line for line in ax.get_lines() if line.get_label() == "_nolegend_"]) == 6
+
+
+def test_accuracy_names_each_run_once_and_the_dashed_training_lines_once(runs, ax):
+    plots.accuracy({"baseline": runs["tabular"], "huge_lr": runs["huge_lr"]}, ax=ax)
+    labels = _labelled_lines(ax)
+    assert labels[:2] == ["baseline", "huge_lr"] and len(labels) == 3
+    assert "training" in labels[2]
 
 
 # --- missing columns, non-finite values -------------------------------------------------
@@ -292,7 +342,7 @@ def test_compare_draws_the_loss_and_the_faults_instrument_side_by_side(runs):
     assert "huge_lr" in fig._suptitle.get_text()
     assert left.get_ylabel() == "training loss"
     assert right.get_ylabel().startswith("update ratio")
-    assert _labelled_lines(left) == ["baseline", "huge_lr"]
+    assert _runs_in_legend(left) == ["baseline", "huge_lr"]
     fig.canvas.draw()
     plt.close(fig)
 

@@ -1,6 +1,7 @@
 """Recipes: frozen, validated, and diffable."""
 
 import dataclasses
+import re
 
 import pytest
 
@@ -57,3 +58,35 @@ def test_unknown_task_and_unknown_field_are_clear():
         fl.baseline("images")
     with pytest.raises(TypeError, match="lerning_rate"):
         fl.baseline().replace(lerning_rate=0.1)
+
+
+def test_format_diff_shows_floats_without_noise_while_diff_keeps_exact_values():
+    slower = fl.baseline().replace(lr=fl.baseline().lr * 0.1)  # 0.010000000000000002
+    changes = fl.diff(fl.baseline(), slower)
+    assert changes == {"lr": (0.1, 0.1 * 0.1)} and changes["lr"][1] != 0.01
+    assert fl.format_diff(changes) == "lr: 0.1 → 0.01"
+    shuffled = fl.inject(fl.baseline(), "shuffled_labels")
+    assert fl.format_diff(fl.diff(fl.baseline(), shuffled)) == "labels: 'aligned' → 'shuffled'"
+    assert fl.format_diff({}) == "no change"
+
+
+@pytest.mark.parametrize("seed", [2**63, 10**20, -1, 1.0, True])
+def test_a_seed_outside_the_64_bit_range_is_a_clear_value_error_before_any_work(seed):
+    for start in (lambda: fl.run("tabular", seed=seed), lambda: fl.build(fl.baseline(), seed)):
+        with pytest.raises(ValueError, match=r"seed must be a non-negative integer no larger "
+                                             r"than 2\*\*63 - 1"):
+            start()
+
+
+def test_the_largest_seed_is_accepted():
+    from failurelab.recipes import MAX_SEED
+
+    assert fl.build(fl.baseline().replace(n_train=64, n_val=16), MAX_SEED).seed == MAX_SEED
+
+
+@pytest.mark.parametrize("text, message", [("99999999999999999999", "2**63 - 1"),
+                                           ("0-99999999999999999999", "2**63 - 1"),
+                                           ("0-20000", "at most 10000 seeds")])
+def test_parse_seeds_refuses_seeds_torch_cannot_take_or_too_many(text, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        fl.parse_seeds(text)
