@@ -48,7 +48,7 @@ class Gradebook:
                 for s in self.students}
         frame = pd.DataFrame.from_dict(rows, orient="index", dtype=object)
         frame.index.name = "student"
-        return frame.reindex(columns=[*names, *TOTALS])
+        return frame.reindex(columns=[*TOTALS, *names])  # the totals first: read first
 
     def faults(self) -> pd.DataFrame:
         """Per fault: graded answers, how many were wrong, the commonest wrong guesses."""
@@ -79,7 +79,7 @@ class Gradebook:
                                    _body(self)), path)
 
 
-TOTALS = ("attempted", "graded", "points", "out_of", "score", "looks edited", "unverified")
+TOTALS = ("score", "points", "out_of", "graded", "attempted", "looks edited", "unverified")
 
 
 def gradebook(paths) -> Gradebook:
@@ -205,10 +205,12 @@ def _student_names(paths: list[Path]) -> dict[Path, str]:
 
 
 def _body(book: Gradebook) -> str:
-    parts = ['<p class="note">One row per worksheet. "2 of 2": shape and cause right; '
-             '"no prediction": observed without a guess; "(edited?)": the entry does not '
-             'match its hash chain. Mysteries are graded against their reveal.</p>',
-             html_table(book.table())]
+    parts = ['<p class="note">One row per worksheet, one column per experiment. "2/2": '
+             'shape and cause right; "blank": observed without a prediction; "not run": '
+             'predicted, not observed yet; "?": the entry does not match its hash chain '
+             '(edited by hand?). Mysteries are graded against their reveal. Points count '
+             'graded experiments only.</p>',
+             html_table(_short(book.table()), compact=True, cell_css=_colour)]
     edited = [(s.name, name, "; ".join(issues)) for s in book.students
               for name, issues in [*s.audit.issues.items(),
                                    *((("(whole file)", s.audit.general),) if s.audit.general
@@ -226,3 +228,30 @@ def _body(book: Gradebook) -> str:
                                                               name="file"),
             columns=["why"]))]
     return "\n".join(parts)
+
+
+SHORT = {"no prediction": "blank", "predicted, not observed": "not run",
+         "not observed": "not run", grading.WORKED_EXAMPLE: "example"}
+COLOURS = {"2": "background:#dff0d8", "1": "background:#fcf8e3", "0": "background:#f2dede"}
+
+
+def _short(table: pd.DataFrame) -> pd.DataFrame:
+    """The page's cells: "2/2" for "2 of 2", "blank" for "no prediction", "?" if edited."""
+    def short(value):
+        if not isinstance(value, str):
+            return value
+        text = value.replace(" (edited?)", " ?").replace(" of ", "/")
+        return SHORT.get(text, text)
+    names = experiments_in(table)
+    return table.assign(**{n: table[n].map(short) for n in names})
+
+
+def experiments_in(table: pd.DataFrame) -> list[str]:
+    return [c for c in table.columns if c not in TOTALS]
+
+
+def _colour(value) -> str:
+    text = str(value)
+    colour = COLOURS.get(text[0], "") if "/" in text and text[0].isdigit() else ""
+    return colour + (";outline:2px solid #b00;outline-offset:-2px" if text.endswith(" ?")
+                     else "")

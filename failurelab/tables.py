@@ -15,9 +15,14 @@ import os
 
 import pandas as pd
 
-CELL = ("text-align:left;vertical-align:top;white-space:pre-wrap;overflow-wrap:anywhere;"
-        "padding:4px 8px;border-bottom:1px solid #ddd;max-width:28em")
+CELL = ("text-align:left;vertical-align:top;white-space:pre-wrap;overflow-wrap:break-word;"
+        "padding:4px 8px;border-bottom:1px solid #ddd;min-width:4em;max-width:28em")
 HEAD = CELL + ";font-weight:600;background:#f3f3f3;border-bottom:2px solid #999"
+# A compact table (a gradebook: many short columns) reads its headers upwards.
+COMPACT_CELL = ("text-align:left;vertical-align:top;white-space:nowrap;padding:3px 6px;"
+                "border-bottom:1px solid #ddd")
+COMPACT_HEAD = (COMPACT_CELL + ";font-weight:600;background:#f3f3f3;vertical-align:bottom;"
+                "border-bottom:2px solid #999;writing-mode:vertical-rl;transform:rotate(180deg)")
 
 STYLE = """<style>
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -38,17 +43,24 @@ class TextTable(pd.DataFrame):
         return html_table(self)
 
 
-def html_table(frame: pd.DataFrame, caption: str | None = None) -> str:
-    """`frame` as an HTML table: index and cells left-aligned, wrapped, escaped."""
+def html_table(frame: pd.DataFrame, caption: str | None = None, *, compact: bool = False,
+               cell_css=None) -> str:
+    """`frame` as an HTML table: index and cells left-aligned, wrapped, escaped.
+
+    `compact`: short cells on one line under upright-reading vertical headers (many
+    narrow columns); `cell_css(value)` may add a style to a cell (e.g. a colour)."""
+    cell, head = (COMPACT_CELL, COMPACT_HEAD) if compact else (CELL, HEAD)
     index_name = "" if frame.index.name is None else str(frame.index.name)
-    head = "".join(f'<th style="{HEAD}">{_escape(c)}</th>'
-                   for c in [index_name, *frame.columns])
+    heads = [f'<th style="{HEAD if i == 0 else head}">{_escape(c)}</th>'
+             for i, c in enumerate([index_name, *frame.columns])]
     rows = []
     for label, row in zip(frame.index, frame.itertuples(index=False)):
-        cells = "".join(f'<td style="{CELL}">{_escape(v)}</td>' for v in row)
-        rows.append(f'<tr><th style="{CELL};font-weight:600">{_escape(label)}</th>{cells}</tr>')
+        cells = "".join(f'<td style="{cell}{";" + cell_css(v) if cell_css else ""}">'
+                        f"{_escape(v)}</td>" for v in row)
+        rows.append(f'<tr><th style="{cell};font-weight:600;white-space:nowrap">'
+                    f"{_escape(label)}</th>{cells}</tr>")
     top = f"<caption style=\"text-align:left\">{_escape(caption)}</caption>" if caption else ""
-    return (f'<table class="failurelab">{top}<thead><tr>{head}</tr></thead>'
+    return (f'<table class="failurelab">{top}<thead><tr>{"".join(heads)}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
 
 
