@@ -53,14 +53,18 @@ def html_table(frame: pd.DataFrame, caption: str | None = None, *, compact: bool
     index_name = "" if frame.index.name is None else str(frame.index.name)
     heads = [f'<th style="{HEAD if i == 0 else head}">{_escape(c)}</th>'
              for i, c in enumerate([index_name, *frame.columns])]
-    rows = []
+    rows, previous = [], object()
     for label, row in zip(frame.index, frame.itertuples(index=False)):
-        cells = "".join(f'<td style="{cell}{";" + cell_css(v) if cell_css else ""}">'
+        group = "" if label == previous else ";border-top:1px solid #999"  # a new experiment
+        cells = "".join(f'<td style="{cell}{group}{";" + cell_css(v) if cell_css else ""}">'
                         f"{_escape(v)}</td>" for v in row)
-        rows.append(f'<tr><th style="{cell};font-weight:600;white-space:nowrap">'
-                    f"{_escape(label)}</th>{cells}</tr>")
+        shown = "" if label == previous else _escape(label)  # a repeated label shows once
+        rows.append(f'<tr><th style="{cell}{group};font-weight:600;white-space:nowrap">'
+                    f"{shown}</th>{cells}</tr>")
+        previous = label
     top = f"<caption style=\"text-align:left\">{_escape(caption)}</caption>" if caption else ""
-    return (f'<table class="failurelab">{top}<thead><tr>{"".join(heads)}</tr></thead>'
+    table = '<table class="failurelab" style="border-collapse:collapse;table-layout:auto">'
+    return (f'{table}{top}<thead><tr>{"".join(heads)}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
 
 
