@@ -88,14 +88,29 @@ def gradebook(paths) -> Gradebook:
     read = []
     for path in files:
         try:
-            sheet = load(path)
-        except (OSError, ValueError) as err:
+            read.append((path, *_graded(path)))
+        except (OSError, ValueError, RecursionError) as err:
             skipped.append((str(path), " ".join(str(err).split())))
-            continue
-        read.append((path, sheet))
-    names = _student_names([p for p, _ in read])
-    students = tuple(Student(names[p], p, s.entries, s.audit()) for p, s in read)
+    names = _student_names([p for p, _, _ in read])
+    students = tuple(Student(names[p], p, sheet.entries, audit) for p, sheet, audit in read)
     return Gradebook(students, tuple(skipped))
+
+
+def _graded(path: Path):
+    """The sheet and its audit, once everything a gradebook computes works on it: a
+    file edited into odd shapes (a list where a name belongs) is refused here, whole."""
+    sheet = load(path)
+    try:
+        audit = sheet.audit()
+        student = Student(path.name, path, sheet.entries, audit)
+        _cell(student, next(iter(sheet.entries), ""))
+        _totals(student, len(sheet.entries))
+        fault_statistics([student])
+        confusion_counts([student])
+    except (TypeError, AttributeError, KeyError, IndexError) as err:
+        raise ValueError(f"{path} has entries of unexpected types ({err!r}); it was "
+                         f"edited by hand?") from None
+    return sheet, audit
 
 
 def find(paths) -> tuple[list[Path], list[tuple[str, str]]]:

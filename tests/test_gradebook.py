@@ -129,3 +129,16 @@ def test_an_unwritable_gradebook_is_one_clear_line(tmp_path, capsys, suffix):
     write(tmp_path / "ann.json", RIGHT)
     assert main(["grade", str(tmp_path), "--out", str(tmp_path / "no" / f"b{suffix}")]) == 2
     assert "cannot write the gradebook" in capsys.readouterr().err
+
+
+def test_a_file_edited_into_odd_shapes_is_skipped_not_fatal(tmp_path):
+    path = write(tmp_path / "odd.json", {"huge_lr": ("plateau", "lr_too_small")})
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["entries"]["huge_lr"]["prediction"]["cause"] = ["a", "list"]
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    (tmp_path / "deep.json").write_text("[" * 100000 + "]" * 100000, encoding="utf-8")
+    write(tmp_path / "fine.json", RIGHT)
+    book = gradebook([tmp_path])
+    assert [s.name for s in book.students] == ["fine"]
+    assert sorted(p.rsplit("/", 1)[-1] for p, _ in book.skipped) == ["deep.json", "odd.json"]
+    book.to_html(tmp_path / "b.html")
