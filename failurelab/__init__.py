@@ -32,12 +32,12 @@ _LAZY = {
     "format_diff": "recipes", "parse_seeds": "recipes",
     "Run": "runs", "read_history": "runs", "save_history": "runs",
     "Parts": "train", "build": "train", "run": "train",
-    "PredictionLocked": "worksheet", "Worksheet": "worksheet",
+    "NotObservedYet": "worksheet", "PredictionLocked": "worksheet", "Worksheet": "worksheet",
 }
 
 __all__ = [
     "FAULTS", "Alert", "Diagnosis", "Experiment", "Fault", "Followup", "LRRangeResult",
-    "Monitor", "Mystery", "Parts", "PredictionLocked", "Recipe", "Reveal", "Run",
+    "Monitor", "Mystery", "NotObservedYet", "Parts", "PredictionLocked", "Recipe", "Reveal", "Run",
     "Worksheet", "alerts", "answer_key", "baseline", "build", "check", "diagnose", "diff",
     "experiment", "format_diff", "grade", "inject", "lr_range_test", "mystery",
     "parse_seeds", "plots", "read_history", "reveal", "run", "save_history",

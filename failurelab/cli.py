@@ -1,4 +1,4 @@
-"""The `failurelab` command: list, run, verify, diagnose, mystery, report.
+"""The `failurelab` command: list, run, verify, diagnose, mystery, report, grade.
 
 Thin on purpose: it parses, calls the library and prints.  Every expected user error
 (an unknown fault, a missing file, a bad seed range) ends as one line on stderr and
@@ -227,6 +227,31 @@ def cmd_report(args) -> int:
     return 0
 
 
+# --- grade ----------------------------------------------------------------------------------
+
+def cmd_grade(args) -> int:
+    """Grade a class: one row per worksheet, per-fault statistics, edited-looking entries.
+
+    failurelab grade submissions/ --out gradebook.csv
+    failurelab grade alice.worksheet.json bob.worksheet.json --out gradebook.html
+    """
+    from .gradebook import gradebook  # reads JSON only: no run, no torch work
+
+    book = gradebook(args.paths)
+    for path, why in book.skipped:
+        print(f"skipped {path}: {why}", file=sys.stderr)
+    if args.out is None:
+        print(book.table().to_string())
+    elif args.out.lower().endswith((".html", ".htm")):
+        _write(lambda: book.to_html(args.out), args.out, "gradebook")
+        print(f"wrote {args.out} ({len(book.students)} worksheets)")
+    else:
+        written = []
+        _write(lambda: written.extend(book.to_csv(args.out)), args.out, "gradebook")
+        print(f"wrote {', '.join(map(str, written))} ({len(book.students)} worksheets)")
+    return 0
+
+
 # --- shared helpers -----------------------------------------------------------------------------
 
 def fault_named(name: str):
@@ -369,7 +394,7 @@ def _check_plot_format(path: str | None) -> None:
 
 # The handlers' docstrings are their help: a one-line description, then examples.
 COMMANDS = {"list": cmd_list, "run": cmd_run, "verify": cmd_verify, "diagnose": cmd_diagnose,
-            "mystery": cmd_mystery, "report": cmd_report}
+            "mystery": cmd_mystery, "report": cmd_report, "grade": cmd_grade}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -417,6 +442,10 @@ def _add_options(p: dict[str, argparse.ArgumentParser]) -> None:
     p["report"].add_argument("--seed", type=_seed, default=0, help="default: 0")
     p["report"].add_argument("--steps", type=_steps, help="optimizer steps per run "
                                                              "(default: the recipe's)")
+    p["grade"].add_argument("paths", nargs="+", metavar="PATH",
+                            help="worksheet files, or folders searched for *.json")
+    p["grade"].add_argument("--out", metavar="FILE", help="gradebook.csv (with .faults.csv "
+                            "and .confusions.csv beside it) or gradebook.html; default: print")
 
 
 def main(argv: list[str] | None = None) -> int:

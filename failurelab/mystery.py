@@ -116,7 +116,8 @@ class Reveal:
         f = self.details
         return "\n".join([
             f"{self.key} was {self.fault}: {f.title}.", verdict, f"Symptom: {f.symptom}",
-            f"Cause: {f.cause}", f"Distinguishing experiment: {f.experiment}",
+            f"Shape: {' or '.join((f.shape, *f.other_shapes))}", f"Cause: {f.cause}",
+            f"Distinguishing experiment: {f.experiment}",
             f"Fix: {f.fix}"])
 
 
@@ -157,9 +158,10 @@ def reveal(mystery_or_seed: Mystery | int, answer: str | None = None,
            faults: Iterable[str] | None = None) -> Reveal:
     """Reveal a mystery and grade an answer: `answer`, or the worksheet's prediction.
 
-    Given a worksheet and a `Mystery`, the mystery's telemetry is also observed into the
-    worksheet (if it was not yet), which locks the answer: once revealed, it cannot be
-    changed.  `faults` is the subset a bare seed was drawn from."""
+    Given a worksheet, the truth is recorded in it, which locks the answer (once
+    revealed, it cannot be changed) and makes `ws.grade()` grade this mystery against
+    what it really was; given a `Mystery`, its telemetry is also observed (if it was not
+    yet).  `faults` is the subset a bare seed was drawn from."""
     if answer is not None and worksheet is not None:
         raise ValueError("give the answer directly or through a worksheet, not both")
     if isinstance(mystery_or_seed, Mystery):
@@ -172,6 +174,7 @@ def reveal(mystery_or_seed: Mystery | int, answer: str | None = None,
         answer = _answer_in(worksheet, key)
         if isinstance(mystery_or_seed, Mystery) and worksheet.observation(key) is None:
             worksheet.observe(key, mystery_or_seed.history)
+        worksheet.record_truth(key, fault)  # the grade follows the reveal, not diagnose
     answer = check_cause(answer)
     return Reveal(key, fault, answer, None if answer is None else answer == fault)
 

@@ -1,115 +1,71 @@
 """The student's worksheet: predictions written before running, observations read from
-the telemetry, and the course's four columns (symptom, possible cause, distinguishing
-experiment, fix) filled in from the catalogue.
+the telemetry, and the student's own explanation of each experiment, written after.
 
-Two rules shape this module.  A prediction is evidence only if it was written before
-the result was seen, so once an experiment is observed its prediction is locked
-(re-submitting the identical one is a no-op, so a notebook can be re-run top to bottom).
-And what was observed comes from `diagnose` on the history alone, never from the
-experiment's name or recipe: a mislabelled run is reported as what it shows.
+Three rules shape this module.  A prediction is evidence only if it was written before
+the result was seen, so once an experiment is observed (or revealed) its prediction is
+locked; re-submitting the identical one is a no-op, so a notebook can be re-run top to
+bottom.  What was observed comes from `diagnose` on the history alone, never from the
+experiment's name or recipe.  And every record is also appended to a hash chain
+(`chain`), so an edit made by hand afterwards is evident to the instructor.
 
 The file is plain JSON (never pickle), replaced atomically after every change.  Each
 change is a read-modify-write under an exclusive lock on `<path>.lock`, so two notebooks
 sharing one worksheet keep each other's entries.  A file that is not a worksheet is
-refused and never touched.  Tables, grading and the answer key are in `grading`.
+refused and never touched; files of version 1 (before explanations and the chain) are
+read as they are.  A relative path is taken inside $FAILURELAB_WORKSHEET_DIR when that
+is set: the notebook tests point it at a fresh folder, so verification never reads or
+writes a student's worksheet.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
+import hashlib
+import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from . import chain as hash_chain
 from . import grading
 from .catalogue import FAULTS
 from .diagnosis import diagnose
 from .faults import SHAPES
 from .files import atomic_write, exclusive_lock
-from .grading import HEALTHY, NO_PREDICTION, grade
+from .grading import HEALTHY, NO_PREDICTION
+from .records import Entry, Explanation, Observation, Prediction, Sheet, Truth, dump, load
 from .runs import history_of
+from .tables import export
 
-FORMAT = "failurelab-worksheet"  # the marker that tells a worksheet from any other JSON
-VERSION = 1
+DIRECTORY_VARIABLE = "FAILURELAB_WORKSHEET_DIR"
+
+__all__ = ["Entry", "Explanation", "NotObservedYet", "Observation", "Prediction",
+           "PredictionLocked", "Sheet", "Worksheet", "load", "resolve"]
 
 
 class PredictionLocked(ValueError):
     """A prediction changed after its experiment was observed: that is back-filling."""
 
 
-@dataclass(frozen=True)
-class Prediction:
-    """What the student expected, written down before running."""
-
-    shape: str | None  # one of SHAPES, or None: no guess
-    cause: str | None  # a fault name or "healthy", or None: no guess
-    note: str
-    at: str  # UTC ISO time it was written
-
-    @property
-    def empty(self) -> bool:
-        return self.shape is None and self.cause is None
-
-    def same_as(self, other: Prediction) -> bool:
-        return (self.shape, self.cause, self.note) == (other.shape, other.cause, other.note)
-
-    def __str__(self) -> str:
-        if self.empty:
-            return NO_PREDICTION
-        text = f"shape {self.shape or '?'}, cause {self.cause or '?'}"
-        return f"{text} ({self.note})" if self.note else text
+class NotObservedYet(ValueError):
+    """An explanation before the observation: explain what you saw, after seeing it."""
 
 
-@dataclass(frozen=True)
-class Observation:
-    """What the telemetry showed, as `diagnose` read it: small, plain, JSON-safe."""
-
-    shape: str
-    cause: str | None  # top fault; "healthy" if none fired on a healthy curve; else None
-    evidence: str  # the top cause's evidence sentence (the shape's, if no cause fired)
-    shape_evidence: str
-    confidence: str
-    lookalikes: tuple[str, ...]
-    next_step: str | None  # what diagnose suggests trying next (the top cause's experiment)
-    steps: int  # rows of history read
-    at: str
-
-    def __str__(self) -> str:
-        return f"shape {self.shape}, cause {self.cause or '?'} ({self.confidence} confidence)"
-
-
-@dataclass
-class Entry:
-    """One experiment of the worksheet."""
-
-    prediction: Prediction | None = None
-    earlier: list[Prediction] = field(default_factory=list)  # replaced ones, oldest first
-    observation: Observation | None = None
-
-    def to_json(self) -> dict:
-        return {"prediction": _plain(self.prediction),
-                "earlier_predictions": [asdict(p) for p in self.earlier],
-                "observation": _plain(self.observation)}
-
-    @classmethod
-    def from_json(cls, raw: dict) -> Entry:
-        obs = raw["observation"]
-        if obs is not None:
-            obs = Observation(**{**obs, "lookalikes": tuple(obs["lookalikes"])})
-        prediction = raw["prediction"]
-        return cls(Prediction(**prediction) if prediction is not None else None,
-                   [Prediction(**p) for p in raw["earlier_predictions"]], obs)
+def resolve(path: str | os.PathLike) -> Path:
+    """`path`, inside $FAILURELAB_WORKSHEET_DIR when that is set and `path` is relative."""
+    path, directory = Path(path), os.environ.get(DIRECTORY_VARIABLE)
+    return Path(directory) / path if directory and not path.is_absolute() else path
 
 
 class Worksheet:
     """A student's worksheet, persisted as JSON at `path` after every change."""
 
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
+        self.path = resolve(path)
         if self.path.is_dir():
             raise IsADirectoryError(f"{self.path} is a directory; give a file path such as "
                                     f"{self.path / 'me.worksheet.json'}")
@@ -117,9 +73,9 @@ class Worksheet:
             raise FileNotFoundError(f"cannot create worksheet {self.path}: its directory "
                                     f"{self.path.parent} does not exist")
         if self.path.exists():
-            _load(self.path)  # refuse a foreign or corrupt file now, not at the first change
+            load(self.path)  # refuse a foreign or corrupt file now, not at the first change
         else:
-            self._change(lambda entries: None)
+            self._change(lambda sheet: None)
 
     def __repr__(self) -> str:
         return f"Worksheet({str(self.path)!r}, {len(self.names)} experiments)"
@@ -127,73 +83,140 @@ class Worksheet:
     @property
     def names(self) -> list[str]:
         """The experiments, in the order they were first written down."""
-        return list(_load(self.path))
+        return list(self.entries())
 
     def prediction(self, name: str) -> Prediction | None:
-        return _load(self.path).get(name, Entry()).prediction
+        return self.entries().get(name, Entry()).prediction
 
     def observation(self, name: str) -> Observation | None:
-        return _load(self.path).get(name, Entry()).observation
+        return self.entries().get(name, Entry()).observation
+
+    def explanation(self, name: str) -> Explanation | None:
+        return self.entries().get(name, Entry()).explanation
 
     def predict(self, name: str, shape: str | None = None, cause: str | None = None,
                 note: str = "") -> Prediction:
         """Write down what you expect, BEFORE running; both None records no prediction."""
         name, shape, cause = check_name(name), check_shape(shape), check_cause(cause)
-        new = Prediction(shape, cause, str(note or ""), _now())
+        guess = Prediction(shape, cause, str(note or ""), "")
 
-        def change(entries: dict[str, Entry]) -> Prediction:
-            entry = entries.setdefault(name, Entry())
+        def change(sheet: Sheet) -> Prediction:
+            entry = sheet.entries.setdefault(name, Entry())
             old = entry.prediction
-            if _unchanged(entry, new):
-                return old or new  # re-running the notebook: nothing changes
-            if entry.observation is not None:
+            if _unchanged(entry, guess):
+                return old or replace(guess, at=_now())  # re-running: nothing changes
+            if entry.locked:
+                when = entry.observation.at if entry.observation else entry.truth.at
                 raise PredictionLocked(
-                    f"{name!r} was observed at {entry.observation.at} (in {self.path}); "
-                    f"its prediction ({old or NO_PREDICTION}) can no longer change to "
-                    f"({new}). Predict before running: to predict again, use a new "
-                    f"experiment name.")
+                    f"{name!r} was observed at {when} (in {self.path}); its prediction "
+                    f"({old or NO_PREDICTION}) can no longer change to ({guess}). Predict "
+                    f"before running: to predict again, use a new experiment name.")
             if old is not None:
                 entry.earlier.append(old)
-            entry.prediction = new
-            return new
+            entry.prediction = replace(guess, at=_now())
+            sheet.write("predict", name, entry.prediction)
+            return entry.prediction
         return self._change(change)
 
     def observe(self, name: str, run) -> Observation:
         """Record what the telemetry of `run` (a Run or a history) shows."""
         name = check_name(name)
-        observation = read_telemetry(run)
+        seen = read_telemetry(run)
 
-        def change(entries: dict[str, Entry]) -> None:
-            entries.setdefault(name, Entry()).observation = observation
-        self._change(change)
-        return observation
+        def change(sheet: Sheet) -> Observation:
+            entry = sheet.entries.setdefault(name, Entry())
+            if entry.observation is not None and entry.observation.same_as(seen):
+                return entry.observation  # the same run read again: nothing changes
+            entry.observation = replace(seen, at=_now())
+            sheet.write("observe", name, entry.observation)
+            return entry.observation
+        return self._change(change)
+
+    def explain(self, name: str, symptom: str = "", cause: str = "", experiment: str = "",
+                fix: str = "", invariant: str = "", minutes: float | None = None
+                ) -> Explanation | None:
+        """Your own four columns for `name`, the invariant you would check first and the
+        minutes it took, AFTER observing; writing it again keeps the earlier version.
+        All empty records nothing (returns None)."""
+        name = check_name(name)
+        texts = [_text(v, part) for v, part in zip(
+            (symptom, cause, experiment, fix, invariant),
+            ("symptom", "cause", "experiment", "fix", "invariant"))]
+        draft = Explanation(*texts, check_minutes(minutes), "")
+        if draft.empty:
+            return None
+
+        def change(sheet: Sheet) -> Explanation:
+            entry = sheet.entries.get(name)
+            if entry is None or not entry.locked:
+                raise NotObservedYet(f"{name!r} has not been observed yet (in {self.path}): "
+                                     f"run it and ws.observe({name!r}, run) first, then "
+                                     f"explain what you saw")
+            if entry.explanation is not None and entry.explanation.same_as(draft):
+                return entry.explanation
+            if entry.explanation is not None:
+                entry.earlier_explanations.append(entry.explanation)
+            entry.explanation = replace(draft, at=_now())
+            sheet.write("explain", name, entry.explanation)
+            return entry.explanation
+        return self._change(change)
+
+    def record_truth(self, name: str, fault: str) -> Truth:
+        """What `name` really was (a mystery's reveal): grading follows it from now on,
+        and the prediction is locked."""
+        name, fault = check_name(name), check_cause(fault)
+
+        def change(sheet: Sheet) -> Truth:
+            entry = sheet.entries.setdefault(name, Entry())
+            if entry.truth is None or entry.truth.fault != fault:
+                entry.truth = Truth(fault, _now())
+                sheet.write("reveal", name, entry.truth)
+            return entry.truth
+        return self._change(change)
 
     def entries(self) -> dict[str, Entry]:
         """Every experiment's entry, as read from the file now."""
-        return _load(self.path)
+        return load(self.path).entries
+
+    def audit(self) -> hash_chain.Audit:
+        """What looks edited by hand since it was written (see `failurelab.chain`)."""
+        return load(self.path).audit()
 
     def table(self, lang: str = "en") -> pd.DataFrame:
         """One row per experiment: the four worksheet columns, predicted, observed, match."""
         return grading.table(self.entries(), lang)
 
+    def explanations(self, lang: str = "en") -> pd.DataFrame:
+        """Your four columns, invariant and minutes, beside the answer key's."""
+        return grading.explanations(self.entries(), lang)
+
     def to_markdown(self, path: str | os.PathLike | None = None, lang: str = "en") -> str:
-        return grading.export(grading.markdown_table(self.table(lang)), path)
+        """The worksheet table, then your explanations beside the answer key."""
+        return export(grading.markdown_document(self.entries(), lang), path)
 
     def to_csv(self, path: str | os.PathLike | None = None, lang: str = "en") -> str:
-        return grading.export(self.table(lang).to_csv(lineterminator="\n"), path)
+        """One row per experiment: the worksheet table and your own columns."""
+        return export(grading.csv_table(self.entries(), lang), path)
+
+    def to_html(self, path: str | os.PathLike | None = None, lang: str = "en") -> str:
+        """A page with the worksheet table and your explanations, text escaped."""
+        return export(grading.html_document(self.entries(), lang,
+                                                    title=self.path.name), path)
 
     def grade(self) -> pd.DataFrame:
         """Per experiment: shape and cause right or wrong, then a total row."""
-        return grade(self)
+        return grading.grade(self.entries())
 
     def _change(self, change):
-        """Read the file, apply `change` to its entries, write it back: all under the lock."""
+        """Read the file, apply `change` to its sheet, write it back: all under the lock."""
         with exclusive_lock(self.path):
-            entries = _load(self.path)
-            before = _dump(entries)
-            result = change(entries)
-            if not self.path.exists() or _dump(entries) != before:
-                atomic_write(self.path, _dump(entries))
+            sheet = load(self.path)
+            before = len(sheet.chain)
+            if sheet.started is None:  # a new file, or one from before the chain
+                sheet.start(_now())
+            result = change(sheet)
+            if not self.path.exists() or len(sheet.chain) != before:
+                atomic_write(self.path, dump(sheet))
         return result
 
 
@@ -201,7 +224,7 @@ def _unchanged(entry: Entry, new: Prediction) -> bool:
     """The same prediction again, or "no prediction" where none was ever made."""
     if entry.prediction is not None:
         return entry.prediction.same_as(new)
-    return new.empty and entry.observation is not None
+    return new.empty and entry.locked
 
 
 def read_telemetry(run) -> Observation:
@@ -211,7 +234,14 @@ def read_telemetry(run) -> Observation:
     cause = d.top or (HEALTHY if d.shape == "healthy" else None)
     evidence = d.causes[0][2] if d.causes else d.shape_evidence
     return Observation(d.shape, cause, evidence, d.shape_evidence, d.confidence,
-                       tuple(d.lookalikes), d.experiment, len(history), _now())
+                       tuple(d.lookalikes), d.experiment, len(history), _now(),
+                       fingerprint(history))
+
+
+def fingerprint(history: pd.DataFrame) -> str:
+    """The loss trajectory's digest, as `Run.fingerprint`: the same run, the same digest."""
+    losses = history["loss"].to_numpy(dtype=np.float64)
+    return hashlib.sha256(losses.tobytes()).hexdigest()[:16]
 
 
 def check_name(name: str) -> str:
@@ -228,6 +258,23 @@ def check_cause(cause: str | None) -> str | None:
     return _one_of(cause, (HEALTHY, *FAULTS), "cause")
 
 
+def check_minutes(minutes) -> float | None:
+    if minutes is None:
+        return None
+    if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) \
+            or not math.isfinite(minutes) or minutes < 0:
+        raise ValueError(f"minutes must be a number of minutes, 0 or more, got {minutes!r}")
+    return float(minutes)
+
+
+def _text(value, part: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"{part} must be text in your own words, got {type(value).__name__}")
+    return value.strip()
+
+
 def _one_of(value, allowed, what):
     if value is None or value in allowed:
         return value
@@ -240,43 +287,3 @@ def _one_of(value, allowed, what):
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def _plain(record) -> dict | None:
-    return None if record is None else asdict(record)
-
-
-def _dump(entries: dict[str, Entry]) -> str:
-    doc = {"format": FORMAT, "version": VERSION,
-           "entries": {name: e.to_json() for name, e in entries.items()}}
-    return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-def _load(path: Path) -> dict[str, Entry]:
-    """The entries of the worksheet at `path` ({} if absent); ValueError if not one."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return {}
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise _foreign(path, f"it is not valid JSON ({err})") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise _foreign(path, f"it has no \"format\": \"{FORMAT}\" marker")
-    if doc.get("version") != VERSION:
-        raise _foreign(path, f"its version is {doc.get('version')!r}; this failurelab "
-                             f"reads version {VERSION}")
-    if not isinstance(doc.get("entries"), dict):
-        raise _foreign(path, "its \"entries\" is not an object")
-    try:
-        return {str(name): Entry.from_json(raw) for name, raw in doc["entries"].items()}
-    except (TypeError, KeyError, AttributeError) as err:
-        raise _foreign(path, f"an entry has the wrong structure ({err!r})") from None
-
-
-def _foreign(path: Path, what: str) -> ValueError:
-    return ValueError(f"{path} is not a failurelab worksheet: {what}. The file was left "
-                      f"untouched; move it away or choose another path.")
-
-

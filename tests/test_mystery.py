@@ -139,3 +139,48 @@ def test_the_readout_shows_measured_instruments_never_a_recipe_field():
 def test_a_mystery_seed_beyond_64_bits_is_a_clear_value_error():
     with pytest.raises(ValueError, match=r"no larger than 2\*\*63 - 1"):
         pick(2**63)
+
+
+def test_a_mystery_is_graded_against_its_reveal_even_where_diagnose_disagrees(tmp_path):
+    """Mystery 62 is overfitting; diagnose reads its run as healthy (borderline degrading).
+    The student who named it is right in the reveal and in the grade, and the grade
+    says that the telemetry read it otherwise."""
+    m = mystery(62)
+    truth = fl.FAULTS[answer(m)]
+    ws = Worksheet(tmp_path / "capstone.worksheet.json")
+    ws.predict(m.key, shape=truth.shape, cause=truth.name)
+    assert reveal(m, worksheet=ws).correct is True
+    row = ws.grade().loc[m.key]
+    assert (row["shape_correct"], row["cause_correct"], row["points"]) == (True, True, 2)
+    seen = ws.observation(m.key)
+    if (seen.shape, seen.cause) != (truth.shape, truth.name):  # what the issue found
+        assert "disagrees" in row["note"] and str(seen) in row["note"]
+    assert f"graded against the reveal: {truth.name}" in row["note"]
+
+
+def test_a_disagreeing_observation_never_flips_the_mark(tmp_path):
+    m = short_mystery(4)
+    truth = fl.FAULTS[answer(m)]
+    ws = Worksheet(tmp_path / "capstone.worksheet.json")
+    ws.predict(m.key, shape=truth.shape, cause=truth.name)
+    ws.observe(m.key, fl.run("tabular").history)  # telemetry that reads healthy
+    reveal(m, worksheet=ws)
+    row = ws.grade().loc[m.key]
+    assert row["observed_cause"] == "healthy" and row["points"] == 2
+    assert "disagrees" in row["note"]
+    wrong = Worksheet(tmp_path / "wrong.worksheet.json")
+    wrong.predict(m.key, shape="healthy", cause="healthy")  # agrees with the telemetry...
+    wrong.observe(m.key, fl.run("tabular").history)
+    reveal(m, worksheet=wrong)
+    assert wrong.grade().loc[m.key, "points"] == 0  # ...and is still wrong
+
+
+def test_a_documented_other_shape_is_accepted(tmp_path):
+    name = next(n for n, f in fl.FAULTS.items() if f.other_shapes)
+    seed = next(s for s in range(500) if pick(s) == name)
+    ws = Worksheet(tmp_path / "w.json")
+    ws.predict(f"mystery-{seed}", shape=fl.FAULTS[name].other_shapes[0], cause=name)
+    reveal(seed, worksheet=ws)  # a bare seed: the truth alone locks and grades
+    assert ws.grade().loc[f"mystery-{seed}", "points"] == 2
+    with pytest.raises(PredictionLocked):
+        ws.predict(f"mystery-{seed}", cause="huge_lr")

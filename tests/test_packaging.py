@@ -45,7 +45,8 @@ def test_the_readme_commands_are_the_ones_ci_runs():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text().replace(" --quiet", "")
     for command in ('.venv/bin/pip install -e ".[lab]"', ".venv/bin/failurelab verify",
-                    "OMP_NUM_THREADS=1 .venv/bin/python -m pytest -n 2 tests --nbmake notebooks"):
+                    "OMP_NUM_THREADS=1 .venv/bin/python -m pytest -n 2 -rf --nbmake-timeout=600 tests "
+                    "--nbmake notebooks"):
         assert command in readme and command in ci
 
 

@@ -3,6 +3,8 @@ only, a JSON file that survives crashes, reloads and a second notebook, and the 
 four columns in English and Chinese."""
 
 import functools
+import html
+import io
 import json
 import os
 import re
@@ -37,7 +39,9 @@ def path(tmp_path):
 def test_a_new_worksheet_is_a_marked_json_file(path):
     Worksheet(path)
     doc = json.loads(path.read_text(encoding="utf-8"))
-    assert doc == {"format": "failurelab-worksheet", "version": 1, "entries": {}}
+    assert {k: doc[k] for k in ("format", "version", "entries", "chain")} == \
+        {"format": "failurelab-worksheet", "version": 2, "entries": {}, "chain": []}
+    assert isinstance(doc["chain_started"], str)
 
 
 def test_a_missing_directory_is_a_clear_error(tmp_path):
@@ -288,7 +292,8 @@ def test_grading_counts_correct_incorrect_and_missing(path):
     assert g.loc["pending", "status"] == "not observed" and g.loc["pending", "out_of"] == 0
     total = g.loc["total"]
     assert (total["points"], total["out_of"]) == (2, 4)
-    assert total["status"] == "score 2/4 (50%); 1 no prediction; 1 not observed"
+    assert total["status"] == "attempted 3 of 4, graded 2: 2/4 points (50%); 1 no prediction; " \
+                              "1 not observed"
 
 
 def test_a_healthy_prediction_matches_a_healthy_observation(path):
@@ -308,3 +313,191 @@ def test_the_answer_key_covers_every_fault_in_both_languages():
     for name, fault in fl.FAULTS.items():
         assert key.loc[name, "fix"] == fault.fix and key.loc[name, "shape"] == fault.shape
     assert list(answer_key("zh").columns[:4]) == FOUR_ZH
+
+
+# --- where the file lives -----------------------------------------------------------------
+
+def test_a_relative_path_is_taken_inside_the_worksheet_folder_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAILURELAB_WORKSHEET_DIR", str(tmp_path))
+    ws = Worksheet("course.worksheet.json")
+    assert ws.path == tmp_path / "course.worksheet.json" and ws.path.exists()
+    absolute = tmp_path / "elsewhere.json"
+    assert Worksheet(absolute).path == absolute
+    monkeypatch.delenv("FAILURELAB_WORKSHEET_DIR")
+    monkeypatch.chdir(tmp_path)
+    assert str(Worksheet("plain.json").path) == "plain.json"
+
+
+# --- the student's own columns --------------------------------------------------------------
+
+def test_an_explanation_before_observing_is_refused(path):
+    ws = Worksheet(path)
+    ws.predict("huge_lr", shape="diverging")
+    with pytest.raises(fl.NotObservedYet, match="not been observed"):
+        ws.explain("huge_lr", symptom="loss blew up")
+    assert ws.explanation("huge_lr") is None
+
+
+def test_an_explanation_after_observing_is_kept_timestamped_and_revisable(path):
+    ws = Worksheet(path)
+    ws.predict("huge_lr", shape="diverging", cause="huge_lr")
+    seen = ws.observe("huge_lr", short_run("huge_lr"))
+    first = ws.explain("huge_lr", symptom="loss rises to ln 3", cause="steps too big",
+                       experiment="lr / 10", fix="lower the rate", invariant="update ratio",
+                       minutes=12)
+    assert first.at >= seen.at and first.minutes == 12.0
+    before = path.read_bytes()
+    assert ws.explain("huge_lr", symptom="loss rises to ln 3", cause="steps too big",
+                      experiment="lr / 10", fix="lower the rate", invariant="update ratio",
+                      minutes=12) == first
+    assert path.read_bytes() == before  # the same explanation again: a no-op
+    second = ws.explain("huge_lr", symptom="loss rises, then flattens at ln 3")
+    doc = json.loads(path.read_text(encoding="utf-8"))["entries"]["huge_lr"]
+    assert doc["explanation"]["symptom"] == second.symptom
+    assert [e["cause"] for e in doc["earlier_explanations"]] == ["steps too big"]
+    with pytest.raises(PredictionLocked):  # explaining never unlocks the prediction
+        ws.predict("huge_lr", shape="plateau")
+
+
+def test_an_empty_explanation_records_nothing_and_bad_minutes_are_refused(path):
+    ws = Worksheet(path)
+    ws.observe("huge_lr", short_run("huge_lr"))
+    before = path.read_bytes()
+    assert ws.explain("huge_lr") is None and path.read_bytes() == before
+    for minutes in (-1, float("nan"), "ten", True):
+        with pytest.raises(ValueError, match="minutes"):
+            ws.explain("huge_lr", symptom="x", minutes=minutes)
+    with pytest.raises(TypeError, match="own words"):
+        ws.explain("huge_lr", symptom=3)
+
+
+def test_explanations_sit_beside_the_answer_key_in_every_export(path, tmp_path):
+    ws = Worksheet(path)
+    ws.observe("huge_lr", short_run("huge_lr"))
+    ws.explain("huge_lr", symptom="<script>alert(1)</script> | rises", fix="lower lr",
+               minutes=7.5)
+    own = ws.explanations()
+    rows = own.loc["huge_lr"].set_index("column")
+    assert rows.loc["symptom", "yours"].startswith("<script>")
+    assert rows.loc["fix", "answer key"] == fl.FAULTS["huge_lr"].fix
+    assert rows.loc["minutes", "yours"] == "7.5"
+    page = ws.to_html(tmp_path / "ws.html")
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert fl.FAULTS["huge_lr"].fix in page
+    md = ws.to_markdown()
+    assert "&lt;" not in md and "\\| rises" in md and "answer key" in md
+    back = pd.read_csv(io.StringIO(ws.to_csv()), index_col=0)
+    assert back.loc["huge_lr", "yours: fix"] == "lower lr"
+    assert back.loc["huge_lr", "fix"] == ws.table().loc["huge_lr", "fix"]
+
+
+def test_tables_show_every_cell_whole_wrapped_and_left_aligned(path):
+    ws = Worksheet(path)
+    ws.predict("huge_lr", shape="diverging", note="a <long> note " * 20)
+    ws.observe("huge_lr", short_run("huge_lr"))
+    table = ws.table()
+    shown = table._repr_html_()
+    fix = table.loc["huge_lr", "fix"]
+    assert len(fix) > 50 and html.escape(fix) in shown  # whole, not cut at 50 characters
+    assert "a &lt;long&gt; note" in shown and "<long>" not in shown
+    assert shown.count("text-align:left") >= table.size
+    assert "white-space:pre-wrap" in shown
+    assert "text-align:left" in ws.grade()._repr_html_()
+
+
+# --- old files ------------------------------------------------------------------------------
+
+VERSION_1 = {"format": "failurelab-worksheet", "version": 1, "entries": {
+    "huge_lr": {"prediction": {"shape": "diverging", "cause": "huge_lr", "note": "",
+                               "at": "2025-09-01T10:00:00.000+00:00"},
+                "earlier_predictions": [],
+                "observation": {"shape": "diverging", "cause": "huge_lr", "evidence": "e",
+                                "shape_evidence": "s", "confidence": "high",
+                                "lookalikes": ["exploding_gradients"], "next_step": None,
+                                "steps": 300, "at": "2025-09-01T10:01:00.000+00:00"}}}}
+
+
+def test_a_version_1_file_still_loads_grades_and_upgrades_on_the_next_change(path):
+    path.write_text(json.dumps(VERSION_1), encoding="utf-8")
+    ws = Worksheet(path)
+    assert path.read_text(encoding="utf-8") == json.dumps(VERSION_1)  # opening changes nothing
+    assert ws.grade().loc["huge_lr", "points"] == 2
+    assert ws.audit().clean and ws.audit().unverified == ("huge_lr",)
+    ws.predict("lr_too_small", shape="plateau")
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert doc["version"] == 2 and doc["entries"]["huge_lr"] == {
+        **VERSION_1["entries"]["huge_lr"], "explanation": None, "earlier_explanations": [],
+        "truth": None, "observation": {**VERSION_1["entries"]["huge_lr"]["observation"],
+                                       "fingerprint": ""}}
+    audit = ws.audit()
+    assert audit.clean and audit.unverified == ("huge_lr",)  # older than the chain, not edited
+
+
+# --- edits made by hand are evident ---------------------------------------------------------
+
+def _edit(path, change):
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    change(doc)
+    path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+
+
+@pytest.fixture
+def observed(path):
+    ws = Worksheet(path)
+    ws.predict("huge_lr", shape="plateau", cause="lr_too_small")
+    ws.observe("huge_lr", short_run("huge_lr"))
+    ws.explain("huge_lr", symptom="it rose")
+    ws.predict("later", shape="plateau")
+    assert ws.audit().clean and not ws.audit().unverified
+    return ws
+
+
+def test_a_prediction_changed_by_hand_after_observing_is_evident(observed, path):
+    _edit(path, lambda d: d["entries"]["huge_lr"]["prediction"].update(cause="huge_lr",
+                                                                       shape="diverging"))
+    audit = observed.audit()
+    assert not audit.clean and "changed or back-dated" in " ".join(audit.of("huge_lr"))
+    assert audit.of("later") == ()
+
+
+def test_a_back_dated_prediction_is_evident(observed, path):
+    _edit(path, lambda d: d["entries"]["later"]["prediction"].update(
+        at="2020-01-01T00:00:00.000+00:00"))
+    assert "back-dated" in " ".join(observed.audit().of("later"))
+
+
+def test_deleting_an_observation_to_predict_again_is_evident(observed, path):
+    _edit(path, lambda d: d["entries"]["huge_lr"].update(observation=None, explanation=None))
+    observed.predict("huge_lr", shape="diverging", cause="huge_lr")  # the lock is gone...
+    issues = " ".join(observed.audit().of("huge_lr"))  # ...but the chain remembers
+    assert "after the experiment was observed" in issues and "deleted by hand" in issues
+
+
+def test_a_broken_chain_is_evident(observed, path):
+    _edit(path, lambda d: d["chain"][1].update(at="2020-01-01T00:00:00.000+00:00"))
+    audit = observed.audit()
+    assert "breaks at event 2" in " ".join(audit.general)
+    assert "chain breaks" in " ".join(audit.of("later"))
+
+
+def test_a_removed_entry_is_evident(observed, path):
+    _edit(path, lambda d: d["entries"].pop("later"))
+    assert any("'later'" in g and "removed" in g for g in observed.audit().general)
+
+
+# --- grading counts only what was attempted -----------------------------------------------------
+
+def test_a_worked_example_alone_is_not_full_marks(path):
+    ws = Worksheet(path)
+    ws.predict("demo-baseline", shape="healthy", cause="healthy")
+    ws.observe("demo-baseline", healthy_run())
+    ws.predict("huge_lr")  # shipped blank, run, observed
+    ws.observe("huge_lr", short_run("huge_lr"))
+    ws.predict("lr_too_small", shape="plateau")  # predicted, never run
+    g = ws.grade()
+    assert g.loc["demo-baseline", "status"] == "worked example"
+    assert g.loc["demo-baseline", "out_of"] == 0 and g.loc["demo-baseline", "points"] == 0
+    total = g.loc["total"]
+    assert (total["points"], total["out_of"]) == (0, 0)
+    assert total["status"].startswith("attempted 1 of 2, graded 0: nothing graded yet")
+    assert "100" not in total["status"]

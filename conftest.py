@@ -1,0 +1,50 @@
+"""Verification never reads or writes a student's worksheet.
+
+The notebooks open `fl.Worksheet("course.worksheet.json")`, a path relative to the
+notebook's folder, where a student's own worksheet lives.  Before each test item (a
+notebook under nbmake, or a test) this points $FAILURELAB_WORKSHEET_DIR at a fresh,
+empty folder of its own, which `Worksheet` resolves relative paths in; nbmake starts
+each notebook's kernel during the item's call, so the kernel inherits that item's
+folder.  Notebooks running side by side (`-n 2`) therefore never share a file, and a
+rerun never meets the previous run's observations.  The folder is removed afterwards,
+except when the item failed: then its path is in the report, to read the worksheet.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import pytest
+
+VARIABLE = "FAILURELAB_WORKSHEET_DIR"  # failurelab.worksheet.DIRECTORY_VARIABLE
+_SAVED = pytest.StashKey[tuple[str | None, str]]()
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    folder = tempfile.mkdtemp(prefix="failurelab-verify-")
+    item.stash[_SAVED] = (os.environ.get(VARIABLE), folder)
+    os.environ[VARIABLE] = folder
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and _SAVED in item.stash:
+        item.stash[_FAILED] = True
+        report.sections.append(("worksheet", f"kept for reading: {item.stash[_SAVED][1]}"))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    previous, folder = item.stash.get(_SAVED, (None, ""))
+    if previous is None:
+        os.environ.pop(VARIABLE, None)
+    else:
+        os.environ[VARIABLE] = previous
+    if folder and not item.stash.get(_FAILED, False):
+        shutil.rmtree(folder, ignore_errors=True)

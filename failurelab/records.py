@@ -1,0 +1,217 @@
+"""What a worksheet file holds: small, frozen, JSON-safe records, and the file itself.
+
+A prediction is written before running, an observation is what the telemetry showed,
+an explanation is the student's own four columns written after observing, and a truth
+is what a mystery really was, written by its reveal.  Every record carries the UTC time
+it was written; the file keeps them plain (`asdict`), so any JSON reader can open it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from . import chain as hash_chain
+from .grading import NO_PREDICTION
+
+FORMAT = "failurelab-worksheet"  # the marker that tells a worksheet from any other JSON
+VERSION = 2  # 2: explanations, reveals and the chain
+READS = (1, 2)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What the student expected, written down before running."""
+
+    shape: str | None  # one of SHAPES, or None: no guess
+    cause: str | None  # a fault name or "healthy", or None: no guess
+    note: str
+    at: str  # UTC ISO time it was written
+
+    @property
+    def empty(self) -> bool:
+        return self.shape is None and self.cause is None
+
+    def same_as(self, other: Prediction) -> bool:
+        return (self.shape, self.cause, self.note) == (other.shape, other.cause, other.note)
+
+    def __str__(self) -> str:
+        if self.empty:
+            return NO_PREDICTION
+        text = f"shape {self.shape or '?'}, cause {self.cause or '?'}"
+        return f"{text} ({self.note})" if self.note else text
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the telemetry showed, as `diagnose` read it."""
+
+    shape: str
+    cause: str | None  # top fault; "healthy" if none fired on a healthy curve; else None
+    evidence: str  # the top cause's evidence sentence (the shape's, if no cause fired)
+    shape_evidence: str
+    confidence: str
+    lookalikes: tuple[str, ...]
+    next_step: str | None  # what diagnose suggests trying next (the top cause's experiment)
+    steps: int  # rows of history read
+    at: str
+    fingerprint: str = ""  # the observed run's loss digest (as Run.fingerprint); "" in old files
+
+    def same_as(self, other: Observation) -> bool:
+        """The same reading of the same run, whenever it was taken."""
+        return replace(self, at="") == replace(other, at="")
+
+    def __str__(self) -> str:
+        return f"shape {self.shape}, cause {self.cause or '?'} ({self.confidence} confidence)"
+
+
+EXPLANATION_PARTS = ("symptom", "cause", "experiment", "fix", "invariant")
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The student's own four columns, the invariant they would check first, and the
+    minutes it took: written in their words, after observing."""
+
+    symptom: str
+    cause: str
+    experiment: str
+    fix: str
+    invariant: str
+    minutes: float | None
+    at: str
+
+    @property
+    def empty(self) -> bool:
+        return not any(getattr(self, p) for p in EXPLANATION_PARTS) and self.minutes is None
+
+    def same_as(self, other: Explanation) -> bool:
+        return replace(self, at="") == replace(other, at="")
+
+
+@dataclass(frozen=True)
+class Truth:
+    """What a mystery really was, recorded by `reveal`: its grade follows this."""
+
+    fault: str
+    at: str
+
+
+@dataclass
+class Entry:
+    """One experiment of the worksheet."""
+
+    prediction: Prediction | None = None
+    earlier: list[Prediction] = field(default_factory=list)  # replaced ones, oldest first
+    observation: Observation | None = None
+    explanation: Explanation | None = None
+    earlier_explanations: list[Explanation] = field(default_factory=list)
+    truth: Truth | None = None
+
+    @property
+    def locked(self) -> bool:
+        """Observed or revealed: the prediction can no longer change."""
+        return self.observation is not None or self.truth is not None
+
+    def records(self) -> list[tuple[str, dict]]:
+        """(chain kind, record as JSON) for every record, the replaced ones included."""
+        kinds = [*(("predict", p) for p in self.earlier), ("predict", self.prediction),
+                 ("observe", self.observation),
+                 *(("explain", e) for e in self.earlier_explanations),
+                 ("explain", self.explanation), ("reveal", self.truth)]
+        return [(kind, asdict(r)) for kind, r in kinds if r is not None]
+
+    def to_json(self) -> dict:
+        return {"prediction": _plain(self.prediction),
+                "earlier_predictions": [asdict(p) for p in self.earlier],
+                "observation": _plain(self.observation),
+                "explanation": _plain(self.explanation),
+                "earlier_explanations": [asdict(e) for e in self.earlier_explanations],
+                "truth": _plain(self.truth)}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> Entry:
+        """Read an entry; the keys added after version 1 may be absent."""
+        obs = raw["observation"]
+        if obs is not None:
+            obs = Observation(**{**obs, "lookalikes": tuple(obs["lookalikes"])})
+        return cls(_record(Prediction, raw["prediction"]),
+                   [Prediction(**p) for p in raw["earlier_predictions"]], obs,
+                   _record(Explanation, raw.get("explanation")),
+                   [Explanation(**e) for e in raw.get("earlier_explanations", [])],
+                   _record(Truth, raw.get("truth")))
+
+
+@dataclass
+class Sheet:
+    """A worksheet file's content: the entries and the chain that vouches for them."""
+
+    entries: dict[str, Entry] = field(default_factory=dict)
+    chain: list[dict] = field(default_factory=list)
+    started: str | None = None  # when the file began keeping a chain; None: it never did
+
+    def write(self, kind: str, name: str, record) -> None:
+        """Append record's event to the chain (the caller has put it in the entry)."""
+        hash_chain.append(self.chain, kind, name, asdict(record))
+
+    def start(self, now: str) -> None:
+        """Begin the chain; an older file's records are carried in as they stand."""
+        self.started = now
+        for name, entry in self.entries.items():
+            for _, record in entry.records():
+                hash_chain.carry(self.chain, name, record)
+
+    def audit(self) -> hash_chain.Audit:
+        return hash_chain.audit({n: e.records() for n, e in self.entries.items()}, self.chain,
+                           self.started)
+
+
+# --- the file ----------------------------------------------------------------------------
+
+def dump(sheet: Sheet) -> str:
+    doc = {"format": FORMAT, "version": VERSION,
+           "entries": {name: e.to_json() for name, e in sheet.entries.items()},
+           "chain_started": sheet.started, "chain": sheet.chain}
+    return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def load(path: str | os.PathLike) -> Sheet:
+    """The worksheet at `path` (empty if absent); ValueError if the file is not one."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Sheet()
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise _foreign(path, f"it is not valid JSON ({err})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise _foreign(path, f"it has no \"format\": \"{FORMAT}\" marker")
+    if doc.get("version") not in READS:
+        raise _foreign(path, f"its version is {doc.get('version')!r}; this failurelab "
+                             f"reads versions {', '.join(map(str, READS))}")
+    if not isinstance(doc.get("entries"), dict) or not isinstance(doc.get("chain", []), list):
+        raise _foreign(path, "its \"entries\" or \"chain\" has the wrong type")
+    try:
+        entries = {str(name): Entry.from_json(raw) for name, raw in doc["entries"].items()}
+    except (TypeError, KeyError, AttributeError) as err:
+        raise _foreign(path, f"an entry has the wrong structure ({err!r})") from None
+    started = doc.get("chain_started")
+    return Sheet(entries, list(doc.get("chain", [])), started if isinstance(started, str)
+                 else None)
+
+
+def _foreign(path: Path, what: str) -> ValueError:
+    return ValueError(f"{path} is not a failurelab worksheet: {what}. The file was left "
+                      f"untouched; move it away or choose another path.")
+
+
+def _record(kind, raw: dict | None):
+    return None if raw is None else kind(**raw)
+
+
+def _plain(record) -> dict | None:
+    return None if record is None else asdict(record)

@@ -1,0 +1,104 @@
+"""Tables that show their text whole: wrapped, left-aligned, escaped.
+
+The worksheet's cells are sentences (a symptom, a cause, a fix).  pandas' default view
+cuts them at 50 characters and right-aligns them, which hides the course's content, so
+worksheet and grade tables are a `TextTable`: an ordinary DataFrame whose notebook view
+is a plain HTML table with every cell whole.  Student text is escaped wherever it is
+shown, because an instructor opens the page.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+
+import pandas as pd
+
+CELL = ("text-align:left;vertical-align:top;white-space:pre-wrap;overflow-wrap:break-word;"
+        "padding:4px 8px;border-bottom:1px solid #ddd;min-width:4em;max-width:28em")
+HEAD = CELL + ";font-weight:600;background:#f3f3f3;border-bottom:2px solid #999"
+# A compact table (a gradebook: many short columns) reads its headers upwards.
+COMPACT_CELL = ("text-align:left;vertical-align:top;white-space:nowrap;padding:3px 6px;"
+                "border-bottom:1px solid #ddd")
+COMPACT_HEAD = (COMPACT_CELL + ";font-weight:600;background:#f3f3f3;vertical-align:bottom;"
+                "border-bottom:2px solid #999;writing-mode:vertical-rl;transform:rotate(180deg)")
+
+STYLE = """<style>
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 2em; }
+table.failurelab { border-collapse: collapse; font-size: 13px; margin: 0.5em 0; }
+p.note { color: #555; max-width: 60em; }
+</style>"""
+
+
+class TextTable(pd.DataFrame):
+    """A DataFrame shown whole in a notebook: every cell wrapped and left-aligned."""
+
+    @property
+    def _constructor(self):
+        return TextTable
+
+    def _repr_html_(self) -> str:
+        return html_table(self)
+
+
+def html_table(frame: pd.DataFrame, caption: str | None = None, *, compact: bool = False,
+               cell_css=None) -> str:
+    """`frame` as an HTML table: index and cells left-aligned, wrapped, escaped.
+
+    `compact`: short cells on one line under upright-reading vertical headers (many
+    narrow columns); `cell_css(value)` may add a style to a cell (e.g. a colour)."""
+    cell, head = (COMPACT_CELL, COMPACT_HEAD) if compact else (CELL, HEAD)
+    index_name = "" if frame.index.name is None else str(frame.index.name)
+    heads = [f'<th style="{HEAD if i == 0 else head}">{_escape(c)}</th>'
+             for i, c in enumerate([index_name, *frame.columns])]
+    rows, previous = [], object()
+    for label, row in zip(frame.index, frame.itertuples(index=False)):
+        group = "" if label == previous else ";border-top:1px solid #999"  # a new experiment
+        cells = "".join(f'<td style="{cell}{group}{";" + cell_css(v) if cell_css else ""}">'
+                        f"{_escape(v)}</td>" for v in row)
+        shown = "" if label == previous else _escape(label)  # a repeated label shows once
+        rows.append(f'<tr><th style="{cell}{group};font-weight:600;white-space:nowrap">'
+                    f"{shown}</th>{cells}</tr>")
+        previous = label
+    top = f"<caption style=\"text-align:left\">{_escape(caption)}</caption>" if caption else ""
+    table = '<table class="failurelab" style="border-collapse:collapse;table-layout:auto">'
+    return (f'{table}{top}<thead><tr>{"".join(heads)}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>')
+
+
+def page(title: str, body: str) -> str:
+    """A whole HTML page: escaped title, the tables' style, and `body` (already HTML)."""
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>{_escape(title)}</title>{STYLE}</head>\n<body>\n"
+            f"<h1>{_escape(title)}</h1>\n{body}\n</body></html>\n")
+
+
+def _escape(value) -> str:
+    if value is None or isinstance(value, float) and math.isnan(value):
+        return ""
+    if isinstance(value, tuple):
+        value = " / ".join(map(str, value))
+    return html.escape(str(value))
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table (no `tabulate` dependency)."""
+    header = [frame.index.name or "", *map(str, frame.columns)]
+    body = [[str(i), *row] for i, row in zip(frame.index, frame.itertuples(index=False))]
+    lines = [header, ["---"] * len(header), *body]
+    return "".join("| " + " | ".join(_md_cell(c) for c in line) + " |\n" for line in lines)
+
+
+def _md_cell(value) -> str:
+    if value is None or isinstance(value, float) and math.isnan(value):
+        return ""
+    return str(value).replace("|", "\\|").replace("\r", "").replace("\n", "<br>")
+
+
+def export(text: str, path: str | os.PathLike | None) -> str:
+    if path is not None:
+        with open(path, "w", encoding="utf-8", newline="") as out:
+            out.write(text)
+    return text
