@@ -25,6 +25,7 @@ def _run(case):
 def _case(family, fault, severity, optimizer=None, habits=()):
     fault_ = zoo.FAULTS[fault]
     optimizer = optimizer or next(o for o in zoo.OPTIMIZERS if fault_.applies(family, o))
+    habits = tuple(h for h in zoo.HABITS if h in set(habits) | set(fault_.habits))
     return zoo.Case(family, optimizer, fault, severity, seed=0, habits=habits)
 
 
@@ -51,6 +52,8 @@ def test_bad_cases_are_refused_with_the_known_names():
         zoo.Case("gru", "adam", "huge_lr", 7.0)
     with pytest.raises(ValueError, match="does not apply"):
         zoo.Case("autoencoder", "adam", "shuffled_labels", 1.0)
+    with pytest.raises(ValueError, match="only observable"):
+        zoo.Case("bag", "adam", "dropout_too_strong", 0.75)
 
 
 def test_population_holds_every_faults_healthy_control():
@@ -134,3 +137,53 @@ def test_outside_failures_are_physically_there():
     frozen = build(_case("cnn_bn", "frozen_params", "requires_grad"))
     trainable = [n for n, p in frozen.model.named_parameters() if p.requires_grad]
     assert trainable and all(n.startswith("head.") for n in trainable)
+
+
+def _weight_norm(model):
+    return float(sum(p.detach().float().square().sum() for p in model.parameters()
+                     if p.dim() >= 2)) ** 0.5
+
+
+def test_optimizer_faults_set_what_they_say():
+    healthy = build(zoo.Case("cnn_bn", "momentum"))
+    for factor in zoo.FAULTS["huge_lr"].severities:
+        assert build(_case("cnn_bn", "huge_lr", factor, "momentum")).lr == factor * healthy.lr
+    for shrink in zoo.FAULTS["weight_decay_too_large"].severities:
+        loop = build(_case("cnn_bn", "weight_decay_too_large", shrink, "adamw"))
+        group = loop.optimizer.param_groups[0]
+        assert group["lr"] * group["weight_decay"] == pytest.approx(shrink)
+    for p in zoo.FAULTS["dropout_too_strong"].severities:
+        loop = build(_case("bag", "dropout_too_strong", p))
+        assert [m.p for m in loop.model.modules() if isinstance(m, torch.nn.Dropout)] == [p]
+        assert loop.val is not None  # only observable beside an eval-mode loss
+
+
+def test_bad_init_scales_every_weight_matrix():
+    healthy = _weight_norm(build(zoo.Case("regressor", "adam")).model)
+    for scale in zoo.FAULTS["bad_init"].severities:
+        faulty = _weight_norm(build(_case("regressor", "bad_init", scale, "adam")).model)
+        assert faulty == pytest.approx(scale * healthy, rel=1e-4)
+
+
+def test_wrong_loss_feeds_probabilities_to_the_loss():
+    for severity in zoo.FAULTS["wrong_loss"].severities:
+        loop = build(_case("bag", "wrong_loss", severity))
+        with torch.no_grad():
+            out = loop.model(loop.next_batch(0)[0])
+        assert torch.allclose(out.sum(1), torch.ones(len(out))) and (out >= 0).all()
+
+
+def test_unsafe_loss_and_the_deep_unnormalised_stack_turn_the_loss_non_finite():
+    for severity in zoo.FAULTS["unsafe_log_loss"].severities:
+        h = _run(_case("bag", "unsafe_log_loss", severity))
+        assert h.nonfinite.iloc[-1] > 0 and h.input_nonfinite.sum() == 0
+    for depth in zoo.FAULTS["exploding_gradients"].severities:
+        h = _run(_case("resmlp", "exploding_gradients", depth))
+        assert h.grad_norm.iloc[0] > 10 * _run(zoo.Case("resmlp", "sgd")).grad_norm.iloc[0]
+
+
+def test_detached_graph_stops_gradients_before_the_cut():
+    h = _run(_case("cnn_bn", "detached_graph", 1.0))
+    body = [c for c in h.columns if c.startswith("grad_norm/body.")]
+    assert body and (h[body] == 0).all().all()
+    assert (h["grad_norm/head.weight"] > 0).all()

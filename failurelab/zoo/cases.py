@@ -39,6 +39,9 @@ class Case:
                 raise ValueError(f"unknown zoo fault {self.fault!r}; known: {', '.join(FAULTS)}")
             if not fault.applies(self.family, self.optimizer):
                 raise ValueError(f"{self.fault} does not apply to {self.family}/{self.optimizer}")
+            missing = [h for h in fault.habits if h not in self.habits]
+            if missing:
+                raise ValueError(f"{self.fault} is only observable with the habit(s) {missing}")
             if self.severity not in fault.severities_for(self.family):
                 raise ValueError(f"{self.fault} on {self.family} has severities "
                                  f"{fault.severities_for(self.family)}, got {self.severity!r}")

@@ -50,7 +50,7 @@ def images(g: torch.Generator, classes: int = 4) -> Split:
     return _split((X - X.mean()) / X.std(), y)
 
 
-def sequences(g: torch.Generator, length: int = 10, channels: int = 3) -> Split:
+def sequences(g: torch.Generator, length: int = 8, channels: int = 3) -> Split:
     """(N, T, C) sequences; the class says whether a decaying sum of a projection is > 0."""
     n = N_TRAIN + N_VAL
     X = torch.randn(n, length, channels, generator=g)
@@ -60,7 +60,7 @@ def sequences(g: torch.Generator, length: int = 10, channels: int = 3) -> Split:
     return _split(X, y)
 
 
-def tokens(g: torch.Generator, length: int = 12, vocab: int = 24, classes: int = 3,
+def tokens(g: torch.Generator, length: int = 10, vocab: int = 24, classes: int = 3,
            padded: bool = False) -> Split:
     """Token ids 1..vocab-1; every token votes for a class, the label is the majority.
 
@@ -77,11 +77,11 @@ def tokens(g: torch.Generator, length: int = 12, vocab: int = 24, classes: int =
 
 
 def features(g: torch.Generator, d: int = 10, kind: str = "classes",
-             out: int = 3) -> Split:
+             out: int = 3, hidden: int = 16) -> Split:
     """Gaussian features and a teacher network's classes, binary label or value."""
     n = N_TRAIN + N_VAL
     X = torch.randn(n, d, generator=g)
-    t = _teacher(X, g, out)
+    t = _teacher(X, g, out, hidden)
     if kind == "classes":
         y = t.argmax(1)
     elif kind == "binary":

@@ -107,16 +107,19 @@ _FAULTS = (
              "Adam and RMSprop; decoupled for AdamW)"),
     ZooFault("dropout_too_strong", None, "dropout", (0.75, 0.9), "dropout p = 0.75 / 0.9",
              needs=frozenset({DROPOUT}), habits=("val",)),
-    ZooFault("exploding_gradients", None, "depth", (16, 32), "the residual stack 16 / 32 "
-             "blocks deep without LayerNorm or residual scaling, at the shallow rate",
-             also=(("normalized", False),), needs=frozenset({RESIDUAL})),
+    ZooFault("exploding_gradients", None, "depth", (8, 16), "the residual stack 8 / 16 "
+             "blocks deep without LayerNorm or branch scaling, He-initialised, at the "
+             "4-block stack's rate", also=(("normalized", False),),
+             needs=frozenset({RESIDUAL}), optimizers=_SGD),
     ZooFault("frozen_params", None, "frozen", ("requires_grad", "optimizer"),
              "all but the head frozen: requires_grad=False, or left out of the optimizer"),
     ZooFault("detached_graph", None, "cut", (0.5, 1.0), "an accidental .detach() halfway "
-             "through the body / right before the head"),
-    ZooFault("unsafe_log_loss", None, "temperature", (0.05, 0.01), "a hand-written "
+             "through the body / right before the head",
+             skip=(("gru", 0.5),)),  # a one-layer body: halfway is its input
+    ZooFault("unsafe_log_loss", None, "temperature", (0.005, 0.001), "a hand-written "
              "softmax cross-entropy, -log(exp(z/T)[y] / exp(z/T).sum()), at temperature "
-             "0.05 / 0.01 (as in distillation or contrastive code): exp overflows, NaN",
+             "0.005 / 0.001 (as in contrastive code): exp(z/T) overflows or p underflows, "
+             "giving inf / inf = NaN or -log(0) = inf",
              also=(("loss", "unsafe_softmax"),), needs=frozenset({LOGITS}),
              families=("cnn_bn", "gru", "attention", "resmlp", "bag")),
     ZooFault("stale_optimizer", None, "stale_optimizer", ("rebuilt", "deepcopy"), "the "

@@ -23,7 +23,8 @@ class Knobs:
     dropout: float | None = None  # None: the family's own rate
     output: str = "logits"  # "probs": softmax/sigmoid at the end of the model
     depth: int | None = None  # None: the family's own depth (residual stack)
-    normalized: bool = True  # residual stack: LayerNorm and a scaled residual branch
+    normalized: bool = True  # residual stack: LayerNorm and a scaled branch; False: neither,
+    #                          and He init
     cut: float | None = None  # share of the body before an accidental .detach()
     # --- optimizer and loss (zoo/parts.py) ---
     lr_factor: float = 1.0  # learning rate = family's healthy rate x this

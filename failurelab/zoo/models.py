@@ -66,7 +66,10 @@ class Encoder(nn.Module):
 
 
 class Block(nn.Module):
-    """Residual MLP block: x + scale * W2 relu(W1 norm(x))."""
+    """Residual MLP block: x + scale * W2 relu(W1 norm(x)).
+
+    Unnormalised: no LayerNorm, scale 1 and He init (as ReLU tutorials advise), so each
+    block roughly doubles the variance of what flows through it, forward and back."""
 
     def __init__(self, dim: int, normalized: bool, scale: float):
         super().__init__()
@@ -75,28 +78,31 @@ class Block(nn.Module):
         self.relu = nn.ReLU()
         self.outer = nn.Linear(dim, dim)
         self.scale = scale
+        if not normalized:
+            nn.init.kaiming_normal_(self.inner.weight, nonlinearity="relu")
+            nn.init.kaiming_normal_(self.outer.weight, nonlinearity="relu")
 
     def forward(self, x):
         return x + self.scale * self.outer(self.relu(self.inner(self.norm(x))))
 
 
 def cnn(k: Knobs) -> Net:
-    body = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
-                         nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16),
+    body = nn.Sequential(nn.Conv2d(1, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Conv2d(6, 12, 3, padding=1), nn.BatchNorm2d(12),
                          nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
     with torch.no_grad():
         body[1].bias.fill_(k.relu_bias)  # BatchNorm's shift is what feeds the ReLU
-    return _finish(body, nn.Linear(16, 4), k, "softmax")
+    return _finish(body, nn.Linear(12, 4), k, "softmax")
 
 
 def gru(k: Knobs) -> Net:
-    return _finish(nn.Sequential(LastState(3, 24)), nn.Linear(24, 2), k, "softmax")
+    return _finish(nn.Sequential(LastState(3, 16)), nn.Linear(16, 2), k, "softmax")
 
 
 def attention(k: Knobs) -> Net:
-    body = nn.Sequential(Encoder(16, 16), nn.Linear(16, 32), nn.ReLU())
+    body = nn.Sequential(Encoder(16, 16), nn.Linear(16, 16), nn.ReLU())
     _shift(body[1], k.relu_bias)
-    return _finish(body, nn.Linear(32, 3), k, "softmax")
+    return _finish(body, nn.Linear(16, 3), k, "softmax")
 
 
 def regressor(k: Knobs) -> Net:
@@ -108,12 +114,12 @@ def regressor(k: Knobs) -> Net:
 
 
 def residual(k: Knobs) -> Net:
-    depth = k.depth or 8
+    depth = k.depth or 4
     scale = 1 / math.sqrt(2 * depth) if k.normalized else 1.0
-    body = nn.Sequential(nn.Linear(12, 32),
-                         *[Block(32, k.normalized, scale) for _ in range(depth)])
+    body = nn.Sequential(nn.Linear(12, 24),
+                         *[Block(24, k.normalized, scale) for _ in range(depth)])
     _shift(body[1].inner, k.relu_bias)
-    return _finish(body, nn.Linear(32, 4), k, "softmax")
+    return _finish(body, nn.Linear(24, 4), k, "softmax")
 
 
 def binary(k: Knobs) -> Net:

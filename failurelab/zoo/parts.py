@@ -115,17 +115,15 @@ def _optimized(model: nn.Module, family: Family, name: str, lr: float, k: Knobs)
 
 
 def make_optimizer(name: str, params, lr: float, weight_decay: float = 0.0):
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
-    if name == "momentum":
-        return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=weight_decay)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
-    if name == "rmsprop":
-        return torch.optim.RMSprop(params, lr=lr, weight_decay=weight_decay)
-    raise ValueError(f"unknown optimizer {name!r}")
+    """The named optimizer.  foreach=True: one fused call per operation instead of one per
+    parameter tensor (the CUDA default), several times faster for tiny CPU models."""
+    kinds = {"sgd": (torch.optim.SGD, {}), "momentum": (torch.optim.SGD, {"momentum": 0.9}),
+             "adam": (torch.optim.Adam, {}), "adamw": (torch.optim.AdamW, {}),
+             "rmsprop": (torch.optim.RMSprop, {})}
+    if name not in kinds:
+        raise ValueError(f"unknown optimizer {name!r}; known: {', '.join(kinds)}")
+    kind, options = kinds[name]
+    return kind(params, lr=lr, weight_decay=weight_decay, foreach=True, **options)
 
 
 def _loss_fn(family: Family, k: Knobs) -> Callable:
