@@ -68,12 +68,13 @@ def build(case: Case, lr: float | None = None) -> Loop:
         model.half()  # the fault: no GradScaler, nothing kept in float32
     X, y = _typed(split.X, split.y, k)
     val = _typed(split.X_val, split.y_val, k) if "val" in case.habits else None
-    steps_per_epoch = len(X) // family.batch
-    return Loop(case, k, model, optimizer, _loss_fn(family, k), _batches(X, y, family.batch,
-                data_seed(case)), family.steps, val, lr, family.target,
-                _scheduler(optimizer, case.habits, family.steps),
-                CLIP_NORM if "clip" in case.habits else None,
-                2 if "accum" in case.habits else 1, steps_per_epoch)
+    return Loop(case, k, model, optimizer, _loss_fn(family, k),
+                next_batch=_batches(X, y, family.batch, data_seed(case)),
+                steps=family.steps, val=val, lr=lr, target=family.target,
+                scheduler=_scheduler(optimizer, case.habits, family.steps),
+                clip=CLIP_NORM if "clip" in case.habits else None,
+                micro_batches=2 if "accum" in case.habits else 1,
+                steps_per_epoch=len(X) // family.batch)
 
 
 def _prepared(split: data.Split, k: Knobs, g: torch.Generator) -> data.Split:

@@ -39,4 +39,23 @@ def summary(case: Case, history: pd.DataFrame, seconds: float, cpu_seconds: floa
                 cpu_seconds=cpu_seconds,
                 loss_start=start, loss_end=end,
                 loss_ratio=end / start if math.isfinite(start) and start > 0 else math.nan,
-                nonfinite=bool(history["nonfinite"].sum() > 0))
+                nonfinite=bool(history["nonfinite"].sum() > 0), **evidence(history))
+
+
+def evidence(history: pd.DataFrame) -> dict:
+    """Medians of what shows a fault's mechanism, to check it is physically there."""
+    def first(prefix):  # worst layer's share at step 0
+        cols = [c for c in history.columns if c.startswith(prefix)]
+        return float(history[cols].iloc[0].max()) if cols else math.nan
+
+    def median(column):
+        return float(history[column].median()) if column in history else math.nan
+
+    return dict(zero_grad_frac=median("zero_grad_frac"), grad_cosine=median("grad_cosine"),
+                grad_growth=float(history["grad_norm"].iloc[-1] / history["grad_norm"].iloc[0]),
+                update_ratio=median("update_ratio"), input_std_ratio=median("input_std_ratio"),
+                input_nonfinite=float(history["input_nonfinite"].sum()),
+                output_grad_zero_frac=median("output_grad_zero_frac"),
+                saturated_start=first("saturated_frac/"), dead_start=first("dead_frac/"),
+                weight_norm_change=float(history["weight_norm"].iloc[-1]
+                                         / history["weight_norm"].iloc[0]))
