@@ -28,16 +28,15 @@ START_LR, END_LR = 1e-5, 10.0  # the sweep's range, wide enough for SGD and Adam
 SWEEP_STEPS = 100  # rates tried, one batch each: 100 over 6 decades is ~17 per decade
 SMOOTHING = 0.05  # weight of the newest loss in the running average the stop rule reads
 DIVERGENCE = 4.0  # stop once that average passes 4x its best (Lightning's rule)
-WINDOW_DECADES = 0.25  # centred smoothing window for choosing the rate (see `suggest`)
+WINDOW_DECADES = 0.25  # centred running-median window for choosing the rate (see `suggest`)
 SEARCH_DECADES = 2.0  # the steepest descent is sought within 2 decades below the minimum
-SAFETY = 3.0  # suggest a third of the steepest-descent rate (the course: 1/3 to 1/10)
-EDGE_SAFETY = 10.0  # and never more than a tenth of the rate at the loss's minimum
+EDGE_SAFETY = 5.0  # suggest a fifth of the rate at the smoothed loss's minimum (the edge)
 
 
 @dataclass(frozen=True)
 class LRRangeResult:
     table: pd.DataFrame  # lr, loss, smoothed_loss: one row per rate tried
-    suggested_lr: float  # min(steepest / 3, minimum / 10): see `suggest`
+    suggested_lr: float  # minimum_lr / EDGE_SAFETY: see `suggest`
     steepest_lr: float  # where the smoothed loss fell fastest per decade of rate
     diverged_lr: float | None  # the rate at which the sweep stopped, if it did
     minimum_lr: float = math.nan  # where the smoothed loss was lowest
@@ -86,18 +85,23 @@ def lr_range_test(recipe_or_parts, seed: int = 0, *, start: float = START_LR,
 def suggest(table: pd.DataFrame, diverged: float | None = None) -> LRRangeResult:
     """Choose a rate from a sweep (`table`: lr and loss, one row per rate, increasing).
 
-    1. Smooth the loss with a centred window of a quarter decade: one batch's loss is
-       noisy, and a running average would lag the rate by about 1/SMOOTHING steps.
-    2. The minimum of the smoothed loss marks the edge: above it the rate overshoots.
-    3. The steepest descent (loss per decade of rate, across the window) is sought only
-       within two decades below that minimum.  The loss at a rate reflects the progress
-       of every smaller rate before it, and in a geometric sweep the rates below
-       1/100 of the minimum's add up to about 1 % of the progress: a "steep" stretch
-       there is batch noise (a suggestion of 1e-6 that does not train came from it).
-    4. Suggest a third of the steepest rate, and at most a tenth of the minimum's: the
-       sweep holds each rate for one step, a run holds it for hundreds while momentum
-       or Adam's moments build up, so the rate a run sustains sits below the one a
-       sweep tolerates for a moment (the course: a third to a tenth).
+    1. Smooth the loss with a centred running median over a quarter decade: one
+       batch's loss is noisy (on small batches +-20 % from batch to batch at rates that
+       change nothing), a median ignores a single easy or hard batch, and a centred
+       window does not lag the rate the way a running average does.
+    2. The minimum of the smoothed loss marks the edge of stability: below it a larger
+       rate still buys more descent per step, above it steps overshoot.  The lowest
+       point of a smoothed curve is robust; the steepest slope, a derivative of noisy
+       data, is not (with one batch per rate it landed on batch noise at 1e-5 and
+       suggested 1e-6, which does not train).
+    3. Suggest the rate at the minimum divided by EDGE_SAFETY.  The sweep holds each
+       rate for one step; a run holds it for hundreds while momentum or Adam's moments
+       build up and the weights move into sharper regions, so the rate a run sustains
+       sits below the edge the sweep touched for a moment.  The steepest descent is
+       still reported (sought within SEARCH_DECADES below the minimum: the sweep's
+       progress there is ~1 % of the total) and usually lies a factor 1.3-7 below the
+       minimum, so the suggestion is the course's "a third to a tenth of the fastest
+       descent" or a little above it.
     """
     lr = table["lr"].to_numpy(float)
     loss = table["loss"].to_numpy(float)
@@ -109,16 +113,18 @@ def suggest(table: pd.DataFrame, diverged: float | None = None) -> LRRangeResult
     log_lr = np.log10(lr)
     per_decade = (len(lr) - 1) / max(log_lr[-1] - log_lr[0], 1e-12)
     half = max(1, round(WINDOW_DECADES * per_decade / 2))
-    smooth = pd.Series(loss).rolling(2 * half + 1, center=True, min_periods=1).mean().to_numpy()
+    smooth = pd.Series(loss).rolling(2 * half + 1, center=True, min_periods=1).median().to_numpy()
     lowest = int(np.argmin(smooth))
     steepest = _steepest(log_lr, smooth, lowest, half)
-    suggested = min(lr[steepest] / SAFETY, lr[lowest] / EDGE_SAFETY)
+    suggested = lr[lowest] / EDGE_SAFETY
     out = pd.DataFrame({"lr": lr, "loss": loss, "smoothed_loss": smooth})
     return LRRangeResult(out, float(suggested), float(lr[steepest]), diverged, float(lr[lowest]))
 
 
 def _steepest(log_lr: np.ndarray, smooth: np.ndarray, lowest: int, half: int) -> int:
-    """Index of the fastest fall per decade, within SEARCH_DECADES below the minimum."""
+    """Index of the fastest fall per decade, within SEARCH_DECADES below the minimum:
+    the loss at a rate holds the progress of every smaller rate, and in a geometric
+    sweep the rates below 1/100 of the minimum's add up to ~1 % of it."""
     first = int(np.searchsorted(log_lr, log_lr[lowest] - SEARCH_DECADES))
     centres = np.arange(max(first, half), min(lowest, len(smooth) - 1 - half) + 1)
     if len(centres) == 0:
