@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..faults import Fault
+from ..fault import Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import INPUTS_SCALED, LEARNS, STUCK
+from .conditions import INPUTS_SCALED, STUCK, UNHEALTHY
 
 SATURATED_SIGMOID = Fault(
     name="saturated_sigmoid",
@@ -32,8 +32,12 @@ SATURATED_SIGMOID = Fault(
         C("saturation_median", True, 0.5, "median saturated share",
           "half the sigmoid outputs pass < 1% of the gradient; the baseline has "
           "under 0.2% saturated", log=False, unit=0.1),
+        C("first_layer_grad_share", False, 0.6, "first over last layer gradient norm",
+          "the gradient is attenuated across the saturated layer: a saturated unit "
+          "passes < 1% of it back, so the first layer gets a fraction of what the last "
+          "one gets"),
         INPUTS_SCALED,
-        LEARNS,
+        UNHEALTHY,
     ), "sigmoid units are saturated by their own weights, not by the inputs"),
     outcome=Signature((
         C("saturation_median", False, 0.05, "median saturated share",
@@ -66,6 +70,7 @@ DEAD_RELU = Fault(
           "every unit off for a whole batch at initialisation; a healthy layer has "
           "20-40% off, and units that die later point to large updates instead",
           log=False, unit=0.01),
+        UNHEALTHY,
     ), "the ReLU layer is dead from initialisation - check its bias and init"),
     outcome=Signature((STUCK, C("zero_grad_median", True, 0.99,
                                 "median share of zero gradients",
@@ -97,6 +102,7 @@ BAD_INIT = Fault(
         C("output_scale_start", True, 3, "logit std at step 0",
           "a fresh classifier's logits should be O(1) or smaller (baseline 0.05): "
           "std 3 means some classes start e^3 = 20x likelier for no reason"),
+        INPUTS_SCALED,
     ), "the model starts out confidently wrong - check the initialisation scale"),
     outcome=Signature((
         C("output_scale_start", True, 3, "logit std at step 0",

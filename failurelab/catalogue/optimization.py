@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..faults import Fault
+from ..fault import Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import CALM, FINITE, GRADIENTS_FLOW, LEARNS, STUCK
+from .conditions import CALM, FINITE, GRADIENTS_FLOW, LEARNS, UNHEALTHY
 
 HUGE_LR = Fault(
     name="huge_lr",
@@ -28,8 +28,9 @@ HUGE_LR = Fault(
     signature=Signature((
         C("update_ratio_start", True, 0.1, "update ratio of the first steps",
           "a step that moves the weights by a tenth of their norm overshoots any "
-          "curvature the initialised model has; the baseline's first steps move "
-          "them by ~1%, a forgotten zero_grad by at most 4%"),
+          "curvature the initialised model has; adaptive optimizers take large first "
+          "steps too, which is why the loss must also fail to descend"),
+        UNHEALTHY,
     ), "steps are far too large for the loss surface - divide the rate by 10"),
     outcome=Signature((
         C("loss_progress", True, 0.3, "loss progress",
@@ -55,8 +56,9 @@ LR_TOO_SMALL = Fault(
     signature=Signature((
         C("update_ratio_median", False, 1e-4, "median update ratio",
           "steps under 0.01% of the weights need > 10^4 steps to move them by their "
-          "own size; the baseline's median is ~1e-2"),
+          "own size"),
         GRADIENTS_FLOW,
+        UNHEALTHY,
     ), "gradients are there but the steps are tiny - raise the learning rate"),
     outcome=Signature((LEARNS,), "a larger rate trains: it was slow, not stuck"),
 )
@@ -87,7 +89,7 @@ DROPOUT_TOO_STRONG = Fault(
         FINITE,
         C("batch_size_median", True, 16, "samples per batch",
           "a training loss averaged over fewer samples is too noisy to compare",
-          required=False),
+          required=False, role="guard"),
     ), "training-mode loss far above evaluation loss - dropout is too strong"),
     outcome=Signature((
         C("train_eval_loss_gap", False, 0.1, "train minus eval loss",
@@ -116,8 +118,8 @@ WEIGHT_DECAY_TOO_LARGE = Fault(
     signature=Signature((
         C("weight_norm_change", False, 0.2, "final over initial weight norm",
           "the network shrank to a fifth of its size or less; healthy training "
-          "grows the weights (baseline 2x)"),
-        STUCK,
+          "grows the weights"),
+        UNHEALTHY,
     ), "the weights are decaying away - check the weight decay"),
     outcome=Signature((LEARNS,), "with a hundredth of the decay the model learns"),
 )
@@ -143,7 +145,7 @@ BATCH_TOO_SMALL = Fault(
     signature=Signature((
         C("loss_swing", True, 0.25, "swing of the smoothed loss",
           "minibatch noise around a settled loss stays under 0.11 of its scale once "
-          "smoothed over 3 steps", log=False, unit=0.05),
+          "smoothed over 3 steps", log=False, unit=0.05, role="effect"),
         C("batch_size_median", False, 8, "samples per batch",
           "a handful of samples per step: every estimate is noise-dominated"),
     ), "tiny batches make every step noisy - use a larger batch or a smaller rate"),
@@ -177,11 +179,13 @@ EXPLODING_GRADIENTS = Fault(
     probe=(Set("grad_clip", 10.0),),
     signature=Signature((
         C("nonfinite_losses", True, 0.5, "non-finite losses",
-          "the loss overflowed", log=False),
+          "the loss overflowed", log=False, role="effect"),
         C("loss_peak_ratio", True, 3, "loss peak over start",
-          "after rising to several times its start: the NaN ended a climb"),
+          "after rising to several times its start: the NaN ended a climb, so it "
+          "came from the updates feeding back, not from one bad value"),
         C("input_nonfinite_total", False, 0.5, "non-finite input values",
-          "the data are finite: the overflow was made by training", log=False),
+          "the data are finite: the overflow was made by training", log=False,
+          role="guard"),
     ), "the loss climbed and overflowed - exploding updates; lower the rate or "
        "normalise, and treat clipping as a guard rail"),
     outcome=Signature((
