@@ -40,9 +40,12 @@ CHUNK_STEPS = 32  # steps whose statistics are computed together
 CHUNK_BYTES = 64 * 2**20  # ...unless their pending copies would exceed this
 _ACTIVATIONS = {nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.ReLU: "relu"}
 GLOBAL_COLUMNS = ("step", "loss", "grad_norm", "weight_norm", "update_norm", "update_ratio",
-                  "grad_cosine", "nonfinite", "zero_grad_frac")
+                  "grad_cosine", "nonfinite", "zero_grad_frac", "lr", "param_lowp_frac",
+                  "unoptimized_params", "step_skipped")
 INPUT_COLUMNS = ("input_absmax", "input_std_ratio", "input_nonfinite", "batch_size",
-                 "output_std", "output_grad_zero_frac", "output_grad_min")
+                 "output_std", "output_grad_zero_frac", "output_grad_min", "output_prob_frac",
+                 "output_logprob_frac", "output_nonfinite")
+_LOWP = (torch.float16, torch.bfloat16)
 _NAN = float("nan")
 
 
@@ -58,6 +61,7 @@ class _Step:
     outputs: dict[str, torch.Tensor]
     extra: dict[str, float]
     shapes: tuple | None  # steps stack together only if their forward tensors match
+    state: tuple  # lr, param_lowp_frac, unoptimized_params, step_skipped
 
 
 class Monitor:
@@ -86,6 +90,10 @@ class Monitor:
         numels = [p.numel() for p in self._params]
         self._sizes = numels if preset == "full" else [sum(numels)]  # economy: one segment
         self._activations: dict[str, str] = {}
+        self._optimizer = optimizer
+        optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        self._unoptimized = [p for p in self._params if id(p) not in optimized]
+        self._lr = _NAN
         self._handles = [optimizer.register_step_pre_hook(self._before_step)]
         if preset == "full":
             self._hook_forward(model)
@@ -127,6 +135,7 @@ class Monitor:
         elif phase == self._interval - 1:  # economy: keep g_{t-1} for step t's cosine
             with torch.no_grad():
                 self._buffers.keep_previous(self._filled, self._current_grads())
+        self._lr = _first_lr(optimizer)
         self._stepped = True
 
     def _see_batch(self, module, args, kwargs, output) -> None:
@@ -168,6 +177,8 @@ class Monitor:
             slot = self._filled
             with torch.no_grad():
                 self._buffers.at_record(slot, self._stepped, self._current_grads)
+        state = (self._lr if self._stepped else _first_lr(self._optimizer), self._lowp_share(),
+                 sum(p.grad is not None for p in self._unoptimized), 0 if self._stepped else 1)
         self._stepped = False
         inputs, self._input = self._input, None
         output, self._output = self._output, None
@@ -179,7 +190,8 @@ class Monitor:
             inputs = inputs.detach().clone() if inputs is not None else None
             shapes = (_shape(inputs), _shape(output), _shape(output_grad),
                       *[out.shape for out in outputs.values()])
-        step = _Step(loss_value, slot, inputs, output, output_grad, outputs, extra, shapes)
+        step = _Step(loss_value, slot, inputs, output, output_grad, outputs, extra, shapes,
+                     state)
         if self._pending and shapes != self._pending[0].shapes:
             self._flush(moving=slot)  # computes the other pending steps; this one moves to 0
             step.slot = 0
@@ -202,16 +214,26 @@ class Monitor:
                                           moving) if k else ([], {})
         for step in steps:
             loss_nonfinite = 0 if math.isfinite(step.loss) else 1
+            skipped = step.state[-1]
             if step.slot is None:  # economy skipped this step: only the loss was seen
-                row = [len(self._rows), step.loss, *[_NAN] * 5, loss_nonfinite, _NAN]
+                row = [len(self._rows), step.loss, *[_NAN] * 5, loss_nonfinite, _NAN,
+                       *step.state]
             else:
                 v = values[step.slot]
+                if skipped:  # no optimizer step: no update happened (NaN, not a tiny one)
+                    v[2] = v[3] = _NAN
                 # A NaN/Inf gradient: count its broken entries and its exact zeros directly
-                # (the fast float path cannot tell NaN from 0).
+                # (the fast float path cannot tell NaN from 0).  A skipped step's broken
+                # gradients are why it was skipped (GradScaler), not a fault.
                 bad, zero_share = broken.get(step.slot, (0, v[5]))
-                row = [len(self._rows), step.loss, *v[:5], loss_nonfinite + bad, zero_share]
+                row = [len(self._rows), step.loss, *v[:5],
+                       loss_nonfinite + (0 if skipped else bad), zero_share, *step.state]
                 if self.preset == "full":  # per-parameter columns, then forward statistics
-                    row = self._forward_row(step, row + v[6:])
+                    layers = v[6:]
+                    if skipped:
+                        n = len(self._names)
+                        layers[2 * n:3 * n] = [_NAN] * n
+                    row = self._forward_row(step, row + layers)
             self._rows.append(self._with_extra(row, step.extra))
         self._frame = None
 
@@ -239,6 +261,8 @@ class Monitor:
         grads = [s.output_grad for s in steps]
         parts.append(probes.zeros_and_floor(torch.stack(grads)) if grads[0] is not None
                      else nan[:, :2])
+        parts.append(probes.distribution_rows(torch.stack(outputs)) if outputs[0] is not None
+                     else nan[:, :2])
         for name, kind in self._activations.items():
             outs = [s.outputs.get(name) for s in steps]
             parts.append(probes.activation_quantities(kind, torch.stack(outs))
@@ -250,7 +274,7 @@ class Monitor:
         split = len(GLOBAL_COLUMNS) + 3 * len(self._names)
         row, forward = row[:split], row[split:]
         absmax, low, high = forward[:3]  # low, high: smallest and largest feature variance
-        out_sum, out_sq, output_zero, output_min = forward[3:7]
+        out_sum, out_sq, output_zero, output_min, prob, logprob = forward[3:9]
         x = step.inputs
         ratio, nonfinite = (math.sqrt(high / low) if low > 0 else _NAN), 0
         if x is None:
@@ -259,10 +283,13 @@ class Monitor:
             ratio, nonfinite = probes.std_ratio(x), probes.nonfinite_count(x)
         batch = x.shape[0] if x is not None and x.dim() else _NAN
         n_out = step.output.numel() if step.output is not None else 0
+        out_bad = _NAN if step.output is None else 0
+        if n_out and not math.isfinite(out_sq):  # overflowed or non-finite: count exactly
+            out_bad = probes.nonfinite_count(step.output)
         row += [absmax, ratio, nonfinite, batch, _std(out_sum, out_sq, n_out), output_zero,
-                output_min]
+                output_min, prob, logprob, out_bad]
         for i, (name, kind) in enumerate(self._activations.items()):
-            total, total_sq, failed = forward[7 + 3 * i:10 + 3 * i]
+            total, total_sq, failed = forward[9 + 3 * i:12 + 3 * i]
             out = step.outputs.get(name)
             if out is None:
                 row += [_NAN, _NAN, _NAN]
@@ -282,6 +309,15 @@ class Monitor:
             row.extend([_NAN] * (index + 1 - len(row)))
             row[index] = _NAN if value is None else float(value)
         return row
+
+    def _lowp_share(self) -> float:
+        """Share of trainable parameter entries stored in float16/bfloat16 (the dtypes
+        can change after the monitor was attached, e.g. by `model.half()`)."""
+        if self._count % CHUNK_STEPS and self._count:
+            return self._lowp
+        low = sum(p.numel() for p in self._params if p.dtype in _LOWP)
+        self._lowp = low / sum(p.numel() for p in self._params)
+        return self._lowp
 
     def _layer_columns(self) -> list[str]:
         if self.preset != "full":
@@ -341,6 +377,15 @@ def _chunk_length(step: _Step, n_params: int) -> int:
                 for t in (step.inputs, step.output, step.output_grad, *step.outputs.values())
                 if t is not None)
     return max(1, min(CHUNK_STEPS, CHUNK_BYTES // max(held, 1)))
+
+
+def _first_lr(optimizer: torch.optim.Optimizer) -> float:
+    """The first param group's learning rate (a tensor for `capturable` optimizers)."""
+    lr = optimizer.param_groups[0].get("lr", _NAN) if optimizer.param_groups else _NAN
+    try:
+        return float(lr)
+    except (TypeError, ValueError):
+        return _NAN
 
 
 def _shape(t: torch.Tensor | None):

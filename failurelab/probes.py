@@ -140,6 +140,18 @@ def zeros_and_floor(T: torch.Tensor) -> torch.Tensor:
     return torch.stack([1 - nonzero.mean(1), floor], dim=1)
 
 
+def distribution_rows(T: torch.Tensor, tol: float = 1e-3) -> torch.Tensor:
+    """(k, ..., C) outputs → (k, 2): share of rows (along the last dimension) that are
+    probabilities (every entry in [0, 1], summing to 1 within `tol`) and share that are
+    log-probabilities (every entry <= 0, exp summing to 1 within `tol`).  A loss that
+    applies softmax again to such rows trains on the wrong objective."""
+    rows = T.reshape(T.shape[0], -1, T.shape[-1] if T.dim() > 1 else 1).to(F32)
+    low, high = rows.amin(-1), rows.amax(-1)
+    prob = (low >= 0) & (high <= 1) & ((rows.sum(-1) - 1).abs() <= tol)
+    logprob = (high <= 0) & ((rows.exp().sum(-1) - 1).abs() <= tol)
+    return torch.stack([prob.float().mean(1), logprob.float().mean(1)], dim=1)
+
+
 def activation_units(kind: str, shape: torch.Size) -> int:
     """What `activation_quantities`' failure count is out of, for one step's output."""
     per_sample = shape[1:].numel()

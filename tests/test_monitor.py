@@ -218,11 +218,11 @@ def test_record_takes_floats_and_extra_columns_and_rejects_nonsense():
     model = nn.Linear(2, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     mon = fl.Monitor(model, opt)
-    mon.record(1.5, lr=0.1)
+    mon.record(1.5, val_loss=0.7)
     mon.record(torch.tensor(0.5))
     h = mon.history
     assert h["loss"].tolist() == [1.5, 0.5]
-    assert h["lr"].iloc[0] == 0.1 and math.isnan(h["lr"].iloc[1])
+    assert h["val_loss"].iloc[0] == 0.7 and math.isnan(h["val_loss"].iloc[1])
     with pytest.raises(TypeError, match="tensor or a number"):
         mon.record("low")
     with pytest.raises(ValueError, match="scalar"):

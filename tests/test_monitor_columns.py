@@ -1,0 +1,183 @@
+"""The Monitor columns other tools rely on (lr, low precision, output distributions,
+unoptimised parameters, skipped steps), each against a value computed by hand."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import failurelab as fl
+
+
+def _train(model, opt, batches, loss_fn, *, scheduler=None, scaler=None, preset="full"):
+    with fl.Monitor(model, opt, preset=preset) as mon:
+        for x, y in batches:
+            opt.zero_grad()
+            loss = loss_fn(model(x), y)
+            if scaler is None:
+                loss.backward()
+                opt.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            mon.record(loss)
+            if scheduler is not None:
+                scheduler.step()
+        return mon.history
+
+
+def _batches(n, d=4, b=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(b, d, generator=g), torch.randn(b, 3, generator=g)) for _ in range(n)]
+
+
+def _mse(out, y):
+    return ((out.float() - y) ** 2).mean()
+
+
+@pytest.mark.parametrize("preset", ["full", "economy"])
+def test_lr_is_the_first_groups_rate_at_step_time(preset):
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3)
+    opt = torch.optim.SGD([{"params": [model.weight], "lr": 0.1},
+                           {"params": [model.bias], "lr": 7.0}])
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5)
+    h = _train(model, opt, _batches(23), _mse, scheduler=sched, preset=preset)
+    expected = [0.1 * 0.5 ** (i // 5) for i in range(23)]  # the rate each step used
+    assert h["lr"].tolist() == pytest.approx(expected, rel=1e-12)
+
+
+def test_an_lr_passed_to_record_wins_over_the_measured_one():
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    mon = fl.Monitor(model, opt)
+    model(torch.ones(3, 2)).sum().backward()
+    opt.step()
+    mon.record(1.0, lr=0.25)
+    assert mon.history["lr"].tolist() == [0.25]
+
+
+def test_param_lowp_frac_counts_half_and_bfloat16_entries():
+    torch.manual_seed(1)
+
+    class Mixed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 6)  # 30 float32 entries
+            self.b = nn.Linear(6, 3).to(torch.bfloat16)  # 21 bfloat16 entries
+
+        def forward(self, x):
+            return self.b(self.a(x).to(torch.bfloat16))
+
+    model = Mixed()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    h = _train(model, opt, _batches(3), _mse)
+    assert h["param_lowp_frac"].tolist() == [21 / 51] * 3
+    model32 = nn.Linear(4, 3)
+    h32 = _train(model32, torch.optim.SGD(model32.parameters(), lr=0.01), _batches(2), _mse)
+    assert h32["param_lowp_frac"].tolist() == [0.0, 0.0]
+
+
+class _Head(nn.Module):
+    """Logits for some rows, softmax or log-softmax for others: a known mixture."""
+
+    def __init__(self, kind_of_row):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.kind_of_row = kind_of_row
+
+    def forward(self, x):
+        z = self.fc(x)
+        rows = [z[i].softmax(-1) if k == "p" else z[i].log_softmax(-1) if k == "l" else z[i]
+                for i, k in enumerate(self.kind_of_row)]
+        return torch.stack(rows)
+
+
+def _reference_fractions(out):
+    rows = out.detach().double().numpy()
+    prob = [(r.min() >= 0) and (r.max() <= 1) and abs(r.sum() - 1) <= 1e-3 for r in rows]
+    logp = [(r.max() <= 0) and abs(np.exp(r).sum() - 1) <= 1e-3 for r in rows]
+    return float(np.mean(prob)), float(np.mean(logp))
+
+
+def test_output_prob_and_logprob_fractions_match_a_row_by_row_reference():
+    torch.manual_seed(2)
+    model = _Head("ppplllzz")  # 3 probability rows, 3 log-probability rows, 2 logits
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    batches = _batches(5)
+    outs = []
+    model.register_forward_hook(lambda m, a, out: outs.append(out.detach().clone()))
+    h = _train(model, opt, batches, _mse)
+    for i, out in enumerate(outs):
+        prob, logp = _reference_fractions(out)
+        assert h["output_prob_frac"].iloc[i] == prob
+        assert h["output_logprob_frac"].iloc[i] == logp
+    assert 0 < h["output_prob_frac"].iloc[0] < 1 and 0 < h["output_logprob_frac"].iloc[0] < 1
+
+
+def test_output_nonfinite_counts_nan_and_inf_in_the_output():
+    torch.manual_seed(3)
+
+    class Broken(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+            self.calls = 0
+
+        def forward(self, x):
+            out = self.fc(x)
+            self.calls += 1
+            if self.calls == 3:  # step 2: two NaN and one Inf entries
+                out = out.clone()
+                out[0, 0] = out[1, 2] = float("nan")
+                out[4, 1] = float("inf")
+            return out
+
+    model = Broken()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    h = _train(model, opt, _batches(4), lambda out, y: _mse(out.nan_to_num(), y))
+    assert h["output_nonfinite"].tolist() == [0, 0, 3, 0]
+
+
+def test_unoptimized_params_counts_parameters_with_gradients_outside_the_optimizer():
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 3))
+    opt = torch.optim.SGD(model[0].parameters(), lr=0.01)  # forgot the second layer
+    h = _train(model, opt, _batches(3), _mse)
+    assert h["unoptimized_params"].tolist() == [2, 2, 2]  # model[2].weight and .bias
+    full = nn.Linear(4, 3)
+    h = _train(full, torch.optim.SGD(full.parameters(), lr=0.01), _batches(2), _mse)
+    assert h["unoptimized_params"].tolist() == [0, 0]
+
+
+def test_grad_scaler_skips_are_marked_and_are_not_faults():
+    torch.manual_seed(5)
+    model = nn.Linear(4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-6)
+    # A scale so large that the first scaled gradients overflow float32: GradScaler skips
+    # those steps and halves the scale until the gradients are finite.
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 127)
+    scales, batches = [], _batches(30)
+    with fl.Monitor(model, opt) as mon:
+        for x, y in batches:
+            opt.zero_grad()
+            loss = 1e4 * _mse(model(x), y)
+            scaler.scale(loss).backward()
+            before = scaler.get_scale()
+            scaler.step(opt)
+            scaler.update()
+            scales.append(scaler.get_scale() < before)  # the scale drops only on a skip
+            mon.record(loss)
+    h = mon.history
+    skipped = np.array(scales)
+    assert skipped[:2].all() and not skipped[-3:].any()  # the setting does what it should
+    assert h["step_skipped"].tolist() == skipped.astype(float).tolist()
+    assert (h["nonfinite"] == 0).all()  # the losses were finite; the skips are not faults
+    assert h.loc[skipped, "update_ratio"].isna().all()
+    assert h.loc[skipped, "update_norm"].isna().all()
+    assert h.loc[skipped, "update_ratio/weight"].isna().all()
+    assert h.loc[~skipped, "update_ratio"].map(math.isfinite).all()
+    assert not [a for a in mon.alerts() if a.kind == "nonfinite"]
