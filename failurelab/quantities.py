@@ -217,6 +217,11 @@ def grad_norm_rising(h):
     return float((g.diff().dropna() > 0).mean()) if len(g) > 2 else NAN
 
 
+def grad_norm_max(h):
+    """Largest finite gradient norm of the run (steps a GradScaler skipped excluded)."""
+    return _stat(_values(_stepped(h), "grad_norm"), pd.Series.max)
+
+
 def update_ratio_median(h):
     """Median ‖Δw‖/‖w‖ per step; the usual healthy range is about 1e-4 to 1e-1."""
     return _median(_column(_stepped(h), "update_ratio"))
@@ -347,7 +352,7 @@ def float16_share(h):
     floor = _values(h, "output_grad_min")
     if floor is None:
         return lowp
-    floor = floor[floor > 0].to_numpy(dtype=float)
+    floor = floor[(floor > 0) & (floor < 65504)].to_numpy(dtype=float)
     if not len(floor):
         return lowp
     share = float(np.mean(floor.astype(np.float16).astype(float) == floor))
@@ -376,6 +381,10 @@ def val_acc_best(h):
 
 def val_acc_end(h):
     return _stat(_values(h, "val_acc"), _last)
+
+
+def val_loss_end(h):
+    return _stat(_values(h, "val_loss"), _last)
 
 
 def val_min_recall_end(h):
@@ -445,13 +454,13 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
     f.__name__: f for f in (
         loss_start, loss_end, loss_peak_ratio, loss_progress, loss_end_spread,
         nonfinite_losses, first_nonfinite, loss_swing, loss_spikiness, loss_persistence,
-        unhealthy_curve, grad_cosine_end, grad_growth, grad_norm_rising,
+        unhealthy_curve, grad_norm_max, grad_cosine_end, grad_growth, grad_norm_rising,
         update_ratio_median, update_ratio_start, zero_grad_median, grad_zero_steps, first_layer_grad_share, weight_norm_change,
         saturation_median, dead_start, dead_end, input_absmax, input_scale_spread,
         batch_size_median, input_is_tokens, output_scale_start, output_grad_zero_median,
         output_grad_floor, output_prob_share, output_logprob_share, float16_share,
         input_nonfinite_total, val_acc_best, val_acc_end,
-        val_min_recall_end, val_loss_rise, val_jitter_max, train_val_acc_gap,
+        val_loss_end, val_min_recall_end, val_loss_rise, val_jitter_max, train_val_acc_gap,
         train_eval_loss_gap, label_purity_median, data_time_share, pad_attention_median,
         pad_sensitivity_max,
     )
@@ -464,7 +473,8 @@ BINARY = frozenset({"unhealthy_curve", "input_is_tokens"})
 # Quantities that read columns only the lab's own loop records (validation metrics,
 # batch labels, timing, attention on pads) unless a user passes them to `record`.
 LAB_ONLY = frozenset({
-    "val_acc_best", "val_acc_end", "val_min_recall_end", "val_loss_rise", "val_jitter_max",
+    "val_acc_best", "val_acc_end", "val_loss_end", "val_min_recall_end", "val_loss_rise",
+    "val_jitter_max",
     "train_val_acc_gap", "train_eval_loss_gap", "label_purity_median", "data_time_share",
     "pad_attention_median", "pad_sensitivity_max",
 })

@@ -139,7 +139,9 @@ class Signature:
         margins = [c.margin(values[c.quantity]) for c in self.conditions]
         fired = all(m >= 0 for m in margins)
         graded = [c.graded(values[c.quantity]) for c in self.conditions
-                  if c.role == "mechanism"] or [min(margins)]
+                  if c.role == "mechanism"]
+        graded = graded or [c.graded(values[c.quantity]) for c in self.conditions
+                            if c.role == "effect"] or [min(CAP, min(margins))]
         score = min(graded)
         parts = [c.describe(values[c.quantity]) + ("" if fired or m >= 0 else " ✗")
                  for c, m in zip(self.conditions, margins)

@@ -186,6 +186,12 @@ EXPLODING_GRADIENTS = Fault(
         C("input_nonfinite_total", False, 0.5, "non-finite input values",
           "the data are finite: the overflow was made by training", log=False,
           role="guard"),
+        C("update_ratio_start", False, 0.1, "update ratio of the first steps",
+          "the first steps were of ordinary size: the blow-up built up over steps "
+          "(a rate that overshoots at once is huge_lr)", role="guard"),
+        C("grad_cosine_end", False, 0.95, "gradient cosine",
+          "consecutive gradients were not one running sum (that is no_zero_grad)",
+          log=False, unit=0.01, required=False, role="guard"),
     ), "the loss climbed and overflowed - exploding updates; lower the rate or "
        "normalise, and treat clipping as a guard rail"),
     outcome=Signature((
