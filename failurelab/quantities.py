@@ -249,6 +249,23 @@ def grad_zero_steps(h):
     return float((g == 0).mean()) if g is not None and len(g) else NAN
 
 
+def unoptimized_max(h):
+    """Most trainable parameters that received a gradient but sat in no optimizer param
+    group (a model re-created after its optimizer, a layer added later): they never
+    change, whatever their gradient says."""
+    return _stat(_values(h, "unoptimized_params"), pd.Series.max)
+
+
+def param_no_grad_share(h):
+    """Share of the parameter tensors whose gradient was exactly 0 at every step: cut
+    off from the loss (a .detach(), a branch that is never used, units dead from the
+    start).  Healthy training gives every tensor some gradient."""
+    h = _stepped(h)
+    cols = [h[c].dropna() for c in h.columns if c.startswith("grad_norm/")]
+    cols = [c for c in cols if len(c)]
+    return float(np.mean([(c == 0).all() for c in cols])) if cols else NAN
+
+
 def first_layer_grad_share(h):
     """Median over the run of (gradient norm of the first weight matrix) / (that of the
     last): far below 1 when gradients vanish on their way back (AUTOTRAINER's rule)."""
@@ -455,7 +472,8 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
         loss_start, loss_end, loss_peak_ratio, loss_progress, loss_end_spread,
         nonfinite_losses, first_nonfinite, loss_swing, loss_spikiness, loss_persistence,
         unhealthy_curve, grad_norm_max, grad_cosine_end, grad_growth, grad_norm_rising,
-        update_ratio_median, update_ratio_start, zero_grad_median, grad_zero_steps, first_layer_grad_share, weight_norm_change,
+        update_ratio_median, update_ratio_start, zero_grad_median, grad_zero_steps,
+        unoptimized_max, param_no_grad_share, first_layer_grad_share, weight_norm_change,
         saturation_median, dead_start, dead_end, input_absmax, input_scale_spread,
         batch_size_median, input_is_tokens, output_scale_start, output_grad_zero_median,
         output_grad_floor, output_prob_share, output_logprob_share, float16_share,

@@ -6,7 +6,7 @@ from ..fault import Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import INPUTS_SCALED, STUCK, UNHEALTHY
+from .conditions import ALL_CONNECTED, INPUTS_SCALED, STUCK, UNHEALTHY
 
 SATURATED_SIGMOID = Fault(
     name="saturated_sigmoid",
@@ -29,15 +29,16 @@ SATURATED_SIGMOID = Fault(
     repair=(Set("sigmoid_gain", 1.0),),
     probe=(Set("sigmoid_gain", 1.0),),
     signature=Signature((
-        C("saturation_median", True, 0.5, "median saturated share",
-          "half the sigmoid outputs pass < 1% of the gradient; the baseline has "
-          "under 0.2% saturated", log=False, unit=0.1),
+        C("saturation_median", True, 0.3, "median saturated share",
+          "a third of the sigmoid/tanh outputs pass < 1% of the gradient back; healthy "
+          "layers work in their linear range", log=False, unit=0.1),
         C("first_layer_grad_share", False, 0.6, "first over last layer gradient norm",
           "the gradient is attenuated across the saturated layer: a saturated unit "
           "passes < 1% of it back, so the first layer gets a fraction of what the last "
-          "one gets"),
+          "one gets (a guard: how much the first layer gets also depends on the "
+          "architecture)", role="guard"),
         INPUTS_SCALED,
-        UNHEALTHY,
+        ALL_CONNECTED,
     ), "sigmoid units are saturated by their own weights, not by the inputs"),
     outcome=Signature((
         C("saturation_median", False, 0.05, "median saturated share",
@@ -66,10 +67,10 @@ DEAD_RELU = Fault(
     repair=(Set("relu_bias", 0.0),),
     probe=(Scale("lr", 10),),
     signature=Signature((
-        C("dead_start", True, 0.99, "dead ReLU share at step 0",
-          "every unit off for a whole batch at initialisation; a healthy layer has "
-          "20-40% off, and units that die later point to large updates instead",
-          log=False, unit=0.01),
+        C("dead_start", True, 0.9, "dead ReLU share at step 0",
+          "nine in ten units off for a whole batch at initialisation; a healthy layer "
+          "has a third or fewer off, and units that die later point to large updates "
+          "instead", log=False, unit=0.01),
         UNHEALTHY,
     ), "the ReLU layer is dead from initialisation - check its bias and init"),
     outcome=Signature((STUCK, C("zero_grad_median", True, 0.99,

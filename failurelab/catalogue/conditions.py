@@ -39,3 +39,11 @@ FLOAT16 = C("float16_share", True, 0.5, "share of steps with float16 logit gradi
             "the output and its gradient live in float16 (its numbers have 10 mantissa "
             "bits and nothing under 2^-24; float32 values almost never fit that grid)",
             log=False, role="guard")
+ALL_OPTIMIZED = C("unoptimized_max", False, 0.5, "parameters outside the optimizer",
+                  "every parameter that gets a gradient is in the optimizer (checked when "
+                  "recorded): otherwise that alone explains weights that do not move",
+                  log=False, required=False, role="guard")
+ALL_CONNECTED = C("param_no_grad_share", False, 0.05, "share of parameters never given "
+                  "a gradient", "every parameter tensor gets some gradient: none is cut "
+                  "off from the loss (a .detach() or an unused branch would explain a "
+                  "stall by itself)", log=False, required=False, role="guard")

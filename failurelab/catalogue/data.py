@@ -9,6 +9,8 @@ from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
 from .conditions import (
+    ALL_CONNECTED,
+    ALL_OPTIMIZED,
     CALM,
     FINITE,
     GRADIENTS_FLOW,
@@ -16,7 +18,6 @@ from .conditions import (
     LEARNS,
     MOVING,
     STUCK,
-    UNHEALTHY,
     WEIGHTS_KEPT,
 )
 
@@ -39,7 +40,8 @@ SHUFFLED_LABELS = Fault(
     repair=(Set("labels", "aligned"),),
     probe=(Set("n_train", 64),),
     signature=Signature((replace(STUCK, role="mechanism"), CALM, FINITE, MOVING,
-                         GRADIENTS_FLOW, INPUTS_SCALED, WEIGHTS_KEPT,
+                         GRADIENTS_FLOW, INPUTS_SCALED, WEIGHTS_KEPT, ALL_OPTIMIZED,
+                         ALL_CONNECTED,
                          C("pad_attention_median", False, 0.5, "attention on pads",
                            "the model reads its real tokens (checked for sequences)",
                            log=False, unit=0.05, required=False, role="guard")),
@@ -76,7 +78,6 @@ NO_INPUT_NORM = Fault(
         C("input_scale_spread", True, 100, "input std spread",
           "per-feature spreads 100x apart leave the small-scale features invisible "
           "next to the large one; standardised inputs are within a few times"),
-        UNHEALTHY,
         FINITE,
     ), "features on wildly different scales - standardise the inputs"),
     outcome=Signature((LEARNS, C("saturation_median", False, 0.05,

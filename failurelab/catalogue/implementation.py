@@ -6,7 +6,7 @@ from ..fault import Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import LEARNS, TOKENS, UNHEALTHY
+from .conditions import ALL_OPTIMIZED, LEARNS, TOKENS, UNHEALTHY
 
 NO_ZERO_GRAD = Fault(
     name="no_zero_grad",
@@ -32,10 +32,11 @@ NO_ZERO_GRAD = Fault(
           "a running sum of t gradients changes by one term in t, so consecutive "
           "sums are nearly parallel; fresh minibatch gradients stay below 0.7",
           log=False, unit=0.01),
-        C("grad_growth", True, 10, "gradient norm",
+        C("grad_growth", True, 2, "gradient norm",
           "a summed gradient grows with the number of terms; a fresh one ends "
           "within a few times its first value in a healthy run",
           suffix="x its step-0 value"),
+        ALL_OPTIMIZED,
         C("label_purity_median", False, 0.99, "median share of the batch's main class",
           "unless every batch holds one class: unshuffled data also make consecutive "
           "gradients parallel (checked only when label columns exist)",
@@ -101,8 +102,9 @@ WRONG_LOSS = Fault(
         C("output_prob_share", True, 0.9, "median share of output rows that are "
           "probabilities", "logits are unconstrained: rows of raw scores in [0, 1] "
           "that sum to 1 within 1e-3 do not happen by chance; a softmax layer makes "
-          "every row one", log=False, unit=0.05),
-        UNHEALTHY,
+          "every row one (a model that returns probabilities and takes their log "
+          "itself would be named too: its outputs alone cannot tell)", log=False,
+          unit=0.05),
     ), "the outputs are probabilities and the loss sits on a floor the predictions cannot explain - is softmax "
        "applied before a loss that applies it again?"),
     outcome=Signature((

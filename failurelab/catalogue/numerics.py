@@ -39,7 +39,12 @@ FP16_NO_SCALING = Fault(
           "or less", log=False, unit=0.05),
         C("output_grad_floor", True, 3e-8, "smallest non-zero logit gradient",
           "float16's smallest subnormal is 6e-8 and anything under half of it "
-          "rounds to 0: nothing smaller ever arrived (float32 runs reach 1e-13)"),
+          "rounds to 0: nothing smaller ever arrived (float32 runs reach 1e-13)",
+          role="guard"),
+        C("output_grad_floor", False, 6.1e-5, "smallest non-zero logit gradient",
+          "float16's smallest normal number: only gradients that reach the subnormal "
+          "range below it can underflow (a loss whose gradients are all large, such as "
+          "a margin loss, has exact zeros for another reason)", role="guard"),
         FINITE,
     ), "gradients are underflowing to zero in float16 - use loss scaling"),
     outcome=Signature((

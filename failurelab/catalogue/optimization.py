@@ -6,7 +6,7 @@ from ..fault import Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import CALM, FINITE, GRADIENTS_FLOW, LEARNS, UNHEALTHY
+from .conditions import ALL_CONNECTED, ALL_OPTIMIZED, CALM, FINITE, GRADIENTS_FLOW, LEARNS, UNHEALTHY
 
 HUGE_LR = Fault(
     name="huge_lr",
@@ -24,7 +24,11 @@ HUGE_LR = Fault(
                "not respond to the rate.",
     fix="Use a rate about 30x smaller, e.g. the one the LR range test suggests.",
     edit=(Scale("lr", 30),), repair=(Scale("lr", 1 / 30),), probe=(Scale("lr", 0.1),),
-    other_shapes=("oscillating",),  # some seeds keep swinging instead of settling
+    # The loss jumps above its start, then flattens near ln 3 once the ReLUs have died:
+    # the shape rules call a curve that peaked >= 1.3x its start and ended above it
+    # "diverging"; a seed whose jump stays near 1.3x is borderline "plateau", and some
+    # seeds keep swinging ("oscillating").
+    other_shapes=("plateau", "oscillating"),
     signature=Signature((
         C("update_ratio_start", True, 0.1, "update ratio of the first steps",
           "a step that moves the weights by a tenth of their norm overshoots any "
@@ -59,6 +63,8 @@ LR_TOO_SMALL = Fault(
           "own size"),
         GRADIENTS_FLOW,
         UNHEALTHY,
+        ALL_OPTIMIZED,
+        ALL_CONNECTED,
     ), "gradients are there but the steps are tiny - raise the learning rate"),
     outcome=Signature((LEARNS,), "a larger rate trains: it was slow, not stuck"),
 )
@@ -116,10 +122,11 @@ WEIGHT_DECAY_TOO_LARGE = Fault(
     repair=(Set("weight_decay", 5e-4),),
     probe=(Scale("weight_decay", 1 / 100),),
     signature=Signature((
-        C("weight_norm_change", False, 0.2, "final over initial weight norm",
-          "the network shrank to a fifth of its size or less; healthy training "
-          "grows the weights"),
+        C("weight_norm_change", False, 0.5, "final over initial weight norm",
+          "the network lost half of its size or more; healthy training grows the "
+          "weights"),
         UNHEALTHY,
+        ALL_OPTIMIZED,
     ), "the weights are decaying away - check the weight decay"),
     outcome=Signature((LEARNS,), "with a hundredth of the decay the model learns"),
 )
