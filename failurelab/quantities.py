@@ -230,8 +230,8 @@ def update_ratio_median(h):
 def update_ratio_start(h):
     """Median update ratio of the first MIN_WINDOW steps: what the rate does to the
     initialised model, before anything else has had time to build up."""
-    h = _stepped(h)
-    return _median(h["update_ratio"].iloc[:MIN_WINDOW]) if "update_ratio" in h else NAN
+    ratios = _values(_stepped(h), "update_ratio")  # the first recorded ones (economy)
+    return _median(ratios.iloc[:MIN_WINDOW]) if ratios is not None else NAN
 
 
 def zero_grad_median(h):

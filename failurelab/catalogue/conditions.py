@@ -47,3 +47,7 @@ ALL_CONNECTED = C("param_no_grad_share", False, 0.05, "share of parameters never
                   "a gradient", "every parameter tensor gets some gradient: none is cut "
                   "off from the loss (a .detach() or an unused branch would explain a "
                   "stall by itself)", log=False, required=False, role="guard")
+STEPS_SANE = C("update_ratio_start", False, 0.3, "update ratio of the first steps",
+               "the first steps moved the weights by under 30% of their norm (healthy "
+               "runs of every optimizer stay under 14%): what follows was not made by "
+               "oversized updates", role="guard")

@@ -6,7 +6,7 @@ from ..fault import Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import ALL_CONNECTED, ALL_OPTIMIZED, CALM, FINITE, GRADIENTS_FLOW, LEARNS, UNHEALTHY
+from .conditions import ALL_CONNECTED, ALL_OPTIMIZED, CALM, FINITE, GRADIENTS_FLOW, LEARNS, STEPS_SANE, UNHEALTHY
 
 HUGE_LR = Fault(
     name="huge_lr",
@@ -73,6 +73,7 @@ DROPOUT_TOO_STRONG = Fault(
     name="dropout_too_strong",
     title="Dropout p = 0.75 on a 64-unit layer",
     family="optimization", task="tabular", shape="plateau", phenomenon="B",
+    other_shapes=("healthy",),  # 34-57% of the loss removed: either side of the 35% line
     symptom="The training loss (measured with dropout on) stalls far above the "
             "validation loss (dropout off): the model is better than its training "
             "loss says, but it learns slowly and stops early.",
@@ -93,6 +94,9 @@ DROPOUT_TOO_STRONG = Fault(
           "loss says; healthy runs stay within 0.05", log=False, unit=0.05),
         CALM,
         FINITE,
+        C("output_scale_start", False, 3, "logit std at step 0",
+          "a well-scaled start: a loss still falling from an oversized initialisation "
+          "also trains above its evaluation loss", role="guard", required=False),
         C("batch_size_median", True, 16, "samples per batch",
           "a training loss averaged over fewer samples is too noisy to compare",
           required=False, role="guard"),
@@ -127,6 +131,7 @@ WEIGHT_DECAY_TOO_LARGE = Fault(
           "weights"),
         UNHEALTHY,
         ALL_OPTIMIZED,
+        STEPS_SANE,
     ), "the weights are decaying away - check the weight decay"),
     outcome=Signature((LEARNS,), "with a hundredth of the decay the model learns"),
 )
