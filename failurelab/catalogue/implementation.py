@@ -52,12 +52,12 @@ NO_ZERO_GRAD = Fault(
 
 ZERO_GRAD_MISPLACED = Fault(
     name="zero_grad_misplaced",
-    title="zero_grad() called between backward() and step()",
+    title="Gradients zeroed between backward() and step()",
     family="implementation", task="tabular", shape="plateau", phenomenon="B",
     symptom="The loss does not move at all: every gradient the optimizer sees is "
             "exactly 0 at every step, and the weights never change, although the "
             "forward pass and the loss are perfectly normal.",
-    cause="zero_grad() belongs before backward(). Placed after it, it erases the "
+    cause="The call to zero_grad() belongs before backward(). Placed after it, it erases the "
           "gradients backward just computed, so step() always applies nothing: the "
           "model stays at its initialisation. Dead units or a frozen layer would "
           "still leave some parameter (an output bias) with a gradient.",
