@@ -191,7 +191,8 @@ EXPLODING_GRADIENTS = Fault(
     probe=(Set("grad_clip", 10.0),),
     signature=Signature((
         C("nonfinite_losses", True, 0.5, "non-finite losses",
-          "the loss overflowed", log=False, role="effect"),
+          "the loss overflowed: clean training never produces one", log=False,
+          role="effect"),
         C("loss_peak_ratio", True, 3, "loss peak over start",
           "after rising to several times its start: the NaN ended a climb, so it "
           "came from the updates feeding back, not from one bad value"),
