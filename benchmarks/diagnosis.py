@@ -7,6 +7,12 @@ top-1 and top-3 accuracy, the healthy false-alarm rate and the shape agreement; 
 as an anchor, how often AUTOTRAINER/DeepDiagnosis-style rules flag the same runs.
 
     python benchmarks/diagnosis.py [--seeds 100-119] [--workers 2]
+    python benchmarks/diagnosis.py --zoo [--zoo-seeds 0-2]
+
+`--zoo` scores plain PyTorch loops of the zoo instead (see `zoo_report`): every family
+with thresholds calibrated without it (leave-one-family-out), healthy false alarms per
+family, confident-wrong answers, failures outside the catalogue, and how often each
+confidence level was right.
 """
 
 from __future__ import annotations
@@ -59,8 +65,14 @@ def _job(args):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="100-119")
+    parser.add_argument("--zoo", action="store_true", help="score the zoo's loops instead")
+    parser.add_argument("--zoo-seeds", default="0-2")
     parser.add_argument("--workers", type=int, default=None, help="default: one per core")
     args = parser.parse_args()
+    if args.zoo:
+        from zoo_report import zoo_main
+
+        return zoo_main(fl.parse_seeds(args.zoo_seeds), args.workers)
     seeds = fl.parse_seeds(args.seeds)
     names = list(fl.FAULTS) + ["tabular", "sequence"]
     start = time.perf_counter()

@@ -14,25 +14,15 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from . import catalogue
+from . import catalogue, shapes
 from .quantities import measure
 from .runs import history_of
 
-# --- shape thresholds (each is checked in the order of `_shape` below) ----------------
-BLOWUP = 10.0  # a final loss 10x the initial one has blown up, NaN or not
-SWING = 0.35  # smoothed swings of 35% of the loss scale: healthy noise stays under 0.22
-STEP_PEAK = 3.0  # swings that reach 3x the initial loss are jumps, not noise
-RISE = 1.3  # a loss that peaked 30% above its start and never came back below it diverged
-STUCK = 0.2  # removing under 20% of the initial loss: the curve never left its level
-DEGRADING = 0.15  # validation loss 0.15 nats above its smoothed minimum (healthy <= 0.07)
-TRAINS = 0.5  # ...while training removed half of its initial loss
-CONVERGED = 0.85  # healthy runs remove 88% or more of the initial loss
-QUIET = 0.35  # a stalled loss is quiet: end-window std under 35% of its level (healthy
-#               runs near zero loss fluctuate by 40% or more)
-BORDERLINE = 0.15  # within 15% of a deciding threshold, the other side is named too
-
-# --- cause ranking ----------------------------------------------------------------------
+# --- cause ranking (scores are graded margins, see `signatures`) ----------------------
 LOOKALIKE_GAP = 0.5  # fired causes within this margin of the best one are look-alikes
+HIGH = 1.0  # the weakest mechanism lies as far past its threshold as the threshold lies
+#             past every healthy run: named with high confidence when nothing rivals it
+LOW = 0.25  # weaker evidence than this is a hint, not an answer
 
 # What to try first when no signature explains an unhealthy curve (the course's order).
 NEXT_STEP = {
@@ -97,29 +87,40 @@ class Diagnosis:
         return "\n".join(lines)
 
 
-def diagnose(history) -> Diagnosis:
-    """Diagnose a `Run` or a history DataFrame (from `fl.run` or `fl.Monitor`)."""
+def diagnose(history, faults: dict | None = None) -> Diagnosis:
+    """Diagnose a `Run` or a history DataFrame (from `fl.run` or `fl.Monitor`).
+
+    `faults`: the catalogue to rank (default: `fl.FAULTS`, calibrated on the healthy
+    population); the benchmark passes one calibrated without the family it scores."""
     history = _history(history)
+    faults = catalogue.FAULTS if faults is None else faults
     values = measure(history)
-    shape, evidence, alternative = _shape(values)
-    fired, unchecked = _evaluate(history, values)
+    shape, evidence, alternative = shapes.classify(values)
+    fired, unchecked = _evaluate(history, values, faults)
     causes = [(e.fault, e.score, e.sentence) for e in fired]
     missing = [name for name, col in INSTRUMENT_COLUMNS.items() if col not in history.columns
                and not (name == "padding" and values["input_is_tokens"] == 0)]
     if fired:  # other causes whose evidence is nearly as strong
         lookalikes = [e.fault for e in fired[1:] if fired[0].score - e.score < LOOKALIKE_GAP]
     elif shape != "healthy":  # an unexplained failure: untestable faults that fit it
-        lookalikes = [name for name in unchecked if _shows(name, shape)]
+        lookalikes = [name for name in unchecked if _shows(faults[name], shape)]
     else:
         lookalikes = []
     if causes:
-        experiment = catalogue.FAULTS[causes[0][0]].experiment
-        confidence = "medium" if lookalikes else "high"
+        experiment = faults[causes[0][0]].experiment
+        confidence = _confidence(fired[0].score, bool(lookalikes))
     else:
         experiment = NEXT_STEP.get(shape)
         confidence = "low" if shape != "healthy" else "medium" if unchecked else "high"
     return Diagnosis(shape, evidence, causes, lookalikes, experiment, confidence, missing,
                      alternative, unchecked)
+
+
+def _confidence(score: float, rivalled: bool) -> str:
+    """high: strong evidence nothing rivals; low: evidence barely past its threshold."""
+    if score < LOW:
+        return "low"
+    return "high" if score >= HIGH and not rivalled else "medium"
 
 
 def _history(obj) -> pd.DataFrame:
@@ -134,11 +135,11 @@ def _history(obj) -> pd.DataFrame:
     return history
 
 
-def _evaluate(history: pd.DataFrame, values: dict[str, float]):
+def _evaluate(history: pd.DataFrame, values: dict[str, float], faults: dict):
     """Fired signatures (best first), and the names of faults that lack the columns to
     be tested but are contradicted by nothing that was measured."""
     fired, unchecked = [], []
-    for fault in catalogue.FAULTS.values():
+    for fault in faults.values():
         ev = fault.evidence(history, dict(values))
         if ev.fired:
             fired.append(ev)
@@ -148,9 +149,8 @@ def _evaluate(history: pd.DataFrame, values: dict[str, float]):
     return fired, unchecked
 
 
-def _shows(name: str, shape: str) -> bool:
+def _shows(fault, shape: str) -> bool:
     """Does this fault produce the observed loss-curve shape?"""
-    fault = catalogue.FAULTS[name]
     return shape in (fault.shape, *fault.other_shapes)
 
 
@@ -158,46 +158,3 @@ def _holds_where_measured(fault, ev) -> bool:
     """Every condition that could be measured holds."""
     measured = [c for c in fault.signature.conditions if c.quantity not in ev.missing]
     return all(c.margin(ev.values[c.quantity]) >= 0 for c in measured)
-
-
-def _shape(q: dict[str, float]) -> tuple[str, str, str | None]:
-    """The course's loss-curve taxonomy, decided by the first rule that applies."""
-    progress, peak = q["loss_progress"], q["loss_peak_ratio"]
-    progress = 0.0 if abs(progress) < 0.005 else progress  # no "-0%" in the evidence
-    swing, spread, rise = q["loss_swing"], q["loss_end_spread"], q["val_loss_rise"]
-    if q["nonfinite_losses"] > 0:
-        if peak >= STEP_PEAK:
-            return "diverging", f"the loss rose to {peak:.3g}x its start, then turned " \
-                                f"non-finite", None
-        return "nonfinite", f"the loss turned non-finite at step " \
-                            f"{q['first_nonfinite']:.0f} without rising first", None
-    if progress <= 1 - BLOWUP:
-        return "diverging", f"the loss ended {1 - progress:.3g}x its start", None
-    if swing >= SWING:
-        kind = "stepwise" if peak >= STEP_PEAK else "oscillating"
-        other = "oscillating" if kind == "stepwise" else "stepwise"
-        return kind, f"smoothed swings of {swing:.2f} of the loss scale, peaking at " \
-                     f"{peak:.3g}x the start", _near(peak, STEP_PEAK, other)
-    if peak >= RISE and progress <= 0:
-        return "diverging", f"the loss peaked at {peak:.3g}x its start and ended " \
-                            f"{-progress:.0%} above it", _near(peak, RISE, "plateau")
-    if progress <= STUCK:
-        return "plateau", f"the loss stayed at its initial level (progress " \
-                          f"{progress:.0%})", None
-    if rise >= DEGRADING and progress >= TRAINS:
-        return "degrading", f"training removed {progress:.0%} of the loss while validation " \
-                            f"loss rose {rise:.2f} above its minimum", \
-            _near(rise, DEGRADING, "healthy")
-    if progress < CONVERGED and spread < QUIET:
-        return "plateau", f"the loss stalled at {1 - progress:.0%} of its start with little " \
-                          f"noise (relative std {spread:.2f})", _near(progress, CONVERGED,
-                                                                      "healthy")
-    alternative = _near(rise, DEGRADING, "degrading") if rise == rise else None
-    return "healthy", f"training removed {progress:.0%} of the initial loss", alternative
-
-
-def _near(value: float, threshold: float, other: str) -> str | None:
-    """Name the other shape when the deciding value sits close to its threshold."""
-    if value != value or threshold == 0:
-        return None
-    return other if abs(value - threshold) <= BORDERLINE * abs(threshold) else None

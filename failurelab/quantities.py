@@ -6,6 +6,11 @@ signature that depends on it simply cannot fire.  Windows are fractions of the r
 not fixed step counts, so the same quantity means the same thing on a 50-step loop
 and a 5000-step one.  Per-module columns (`saturated_frac/<module>`, ...) are
 aggregated over every module that has them.
+
+Rows with `step_skipped == 1` (a GradScaler skipped the step because the scaled
+gradients overflowed) carry no optimizer physics: gradient and update quantities read
+only the rows where a step ran.  Columns that a history lacks (an old one, a lab run
+without the newer Monitor columns) make their quantities NaN, never an error.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+
+from . import shapes
 
 NAN = math.nan
 EARLY = 0.05  # the first 5% of the steps (at least MIN_WINDOW) is "the start"
@@ -70,6 +77,13 @@ def _first(s: pd.Series) -> float:
 
 def _last(s: pd.Series) -> float:
     return s.iloc[-1]
+
+
+def _stepped(h: pd.DataFrame) -> pd.DataFrame:
+    """The rows where an optimizer step ran (all rows when nothing says otherwise)."""
+    if "step_skipped" not in h:
+        return h
+    return h[h["step_skipped"].fillna(0).to_numpy() != 1]
 
 
 def _losses(h: pd.DataFrame) -> pd.Series:
@@ -157,6 +171,13 @@ def loss_persistence(h):
     return float(value) if value == value else 0.0
 
 
+def unhealthy_curve(h):
+    """1 when the loss curve's shape (see `shapes`) is anything but healthy, else 0:
+    the generic effect of a fault that breaks training."""
+    shape, _, _ = shapes.classify({n: QUANTITIES[n](h) for n in shapes.INPUTS})
+    return 0.0 if shape == "healthy" else 1.0
+
+
 def first_nonfinite(h):
     """Step of the first NaN/Inf loss, or +inf if the loss stayed finite."""
     if "loss" not in h:
@@ -170,6 +191,7 @@ def first_nonfinite(h):
 def grad_cosine_end(h):
     """Median cosine of consecutive gradients over the last 20%: ~1 when every step
     repeats the previous direction (accumulating), ~0.3 for healthy SGD noise."""
+    h = _stepped(h)
     return _median(_tail(h["grad_cosine"])) if "grad_cosine" in h else NAN
 
 
@@ -178,7 +200,7 @@ def grad_growth(h):
     (the initialised model): a gradient that piles up grows from the very first step."""
     if "grad_norm" not in h:
         return NAN
-    g = _finite(h["grad_norm"])
+    g = _finite(_stepped(h)["grad_norm"])
     if not len(g):
         return NAN
     start, end = float(g.iloc[0]), _median(_tail(g))
@@ -190,29 +212,64 @@ def grad_norm_rising(h):
     step's: ~0.5 for noise around a level, ~1 when the gradient keeps piling up."""
     if "grad_norm" not in h:
         return NAN
+    h = _stepped(h)
     g = _finite(h["grad_norm"].iloc[len(h) // 2:])
     return float((g.diff().dropna() > 0).mean()) if len(g) > 2 else NAN
 
 
+def grad_norm_max(h):
+    """Largest finite gradient norm of the run (steps a GradScaler skipped excluded)."""
+    return _stat(_values(_stepped(h), "grad_norm"), pd.Series.max)
+
+
 def update_ratio_median(h):
     """Median ‖Δw‖/‖w‖ per step; the usual healthy range is about 1e-4 to 1e-1."""
-    return _median(_column(h, "update_ratio"))
+    return _median(_column(_stepped(h), "update_ratio"))
 
 
 def update_ratio_start(h):
     """Median update ratio of the first MIN_WINDOW steps: what the rate does to the
     initialised model, before anything else has had time to build up."""
-    return _median(h["update_ratio"].iloc[:MIN_WINDOW]) if "update_ratio" in h else NAN
+    ratios = _values(_stepped(h), "update_ratio")  # the first recorded ones (economy)
+    return _median(ratios.iloc[:MIN_WINDOW]) if ratios is not None else NAN
 
 
 def zero_grad_median(h):
     """Median share of gradient entries that are exactly zero."""
-    return _median(_column(h, "zero_grad_frac"))
+    return _median(_column(_stepped(h), "zero_grad_frac"))
+
+
+def grad_zero_steps(h):
+    """Share of the steps whose whole gradient was exactly 0 when the optimizer used
+    it: a zero_grad() placed between backward() and step().  Dead units or a frozen
+    layer leave other parameters (an output bias) with a gradient; only an erased
+    gradient is exactly 0 everywhere."""
+    g = _column(_stepped(h), "grad_norm")
+    g = None if g is None else g.dropna()
+    return float((g == 0).mean()) if g is not None and len(g) else NAN
+
+
+def unoptimized_max(h):
+    """Most trainable parameters that received a gradient but sat in no optimizer param
+    group (a model re-created after its optimizer, a layer added later): they never
+    change, whatever their gradient says."""
+    return _stat(_values(h, "unoptimized_params"), pd.Series.max)
+
+
+def param_no_grad_share(h):
+    """Share of the parameter tensors whose gradient was exactly 0 at every step: cut
+    off from the loss (a .detach(), a branch that is never used, units dead from the
+    start).  Healthy training gives every tensor some gradient."""
+    h = _stepped(h)
+    cols = [h[c].dropna() for c in h.columns if c.startswith("grad_norm/")]
+    cols = [c for c in cols if len(c)]
+    return float(np.mean([(c == 0).all() for c in cols])) if cols else NAN
 
 
 def first_layer_grad_share(h):
     """Median over the run of (gradient norm of the first weight matrix) / (that of the
     last): far below 1 when gradients vanish on their way back (AUTOTRAINER's rule)."""
+    h = _stepped(h)
     cols = [c for c in h.columns if c.startswith("grad_norm/") and c.endswith("weight")]
     if len(cols) < 2:
         return NAN
@@ -290,6 +347,35 @@ def output_grad_floor(h):
     return _stat(_values(h, "output_grad_min"), pd.Series.min)
 
 
+def output_prob_share(h):
+    """Median share of output rows that are probabilities (entries in [0, 1] summing to
+    1): a model that ends in softmax.  Fed to a loss that expects logits (cross-entropy
+    applies log-softmax itself) they cap how confident any prediction can be."""
+    return _median(_column(h, "output_prob_frac"))
+
+
+def output_logprob_share(h):
+    """Median share of output rows that are log-probabilities (<= 0, exp sums to 1)."""
+    return _median(_column(h, "output_logprob_frac"))
+
+
+def float16_share(h):
+    """Share of the recorded steps whose smallest non-zero logit gradient is a float16
+    number (float16 keeps 10 mantissa bits and nothing under 2^-24): 1 when the output
+    and its gradient live in float16, ~0 in float32 (an arbitrary float32 value is a
+    float16 number once in 8192) or bfloat16 (its tiny values fall under float16's
+    range).  Or the share of parameters held in float16/bfloat16, when recorded."""
+    lowp = _median(_column(h, "param_lowp_frac"))
+    floor = _values(h, "output_grad_min")
+    if floor is None:
+        return lowp
+    floor = floor[(floor > 0) & (floor < 65504)].to_numpy(dtype=float)
+    if not len(floor):
+        return lowp
+    share = float(np.mean(floor.astype(np.float16).astype(float) == floor))
+    return share if lowp != lowp else max(share, lowp)
+
+
 def input_is_tokens(h):
     """1 when the model was fed integer token ids (no feature scales to compare), 0 for
     real-valued features, NaN when inputs were not recorded."""
@@ -312,6 +398,10 @@ def val_acc_best(h):
 
 def val_acc_end(h):
     return _stat(_values(h, "val_acc"), _last)
+
+
+def val_loss_end(h):
+    return _stat(_values(h, "val_loss"), _last)
 
 
 def val_min_recall_end(h):
@@ -381,16 +471,31 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
     f.__name__: f for f in (
         loss_start, loss_end, loss_peak_ratio, loss_progress, loss_end_spread,
         nonfinite_losses, first_nonfinite, loss_swing, loss_spikiness, loss_persistence,
-        grad_cosine_end, grad_growth, grad_norm_rising, update_ratio_median,
-        update_ratio_start, zero_grad_median, first_layer_grad_share, weight_norm_change,
+        unhealthy_curve, grad_norm_max, grad_cosine_end, grad_growth, grad_norm_rising,
+        update_ratio_median, update_ratio_start, zero_grad_median, grad_zero_steps,
+        unoptimized_max, param_no_grad_share, first_layer_grad_share, weight_norm_change,
         saturation_median, dead_start, dead_end, input_absmax, input_scale_spread,
         batch_size_median, input_is_tokens, output_scale_start, output_grad_zero_median,
-        output_grad_floor, input_nonfinite_total, val_acc_best, val_acc_end,
-        val_min_recall_end, val_loss_rise, val_jitter_max, train_val_acc_gap,
+        output_grad_floor, output_prob_share, output_logprob_share, float16_share,
+        input_nonfinite_total, val_acc_best, val_acc_end,
+        val_loss_end, val_min_recall_end, val_loss_rise, val_jitter_max, train_val_acc_gap,
         train_eval_loss_gap, label_purity_median, data_time_share, pad_attention_median,
         pad_sensitivity_max,
     )
 }
+
+
+# Quantities that are yes/no facts (1 or 0), quoted as words.
+BINARY = frozenset({"unhealthy_curve", "input_is_tokens"})
+
+# Quantities that read columns only the lab's own loop records (validation metrics,
+# batch labels, timing, attention on pads) unless a user passes them to `record`.
+LAB_ONLY = frozenset({
+    "val_acc_best", "val_acc_end", "val_loss_end", "val_min_recall_end", "val_loss_rise",
+    "val_jitter_max",
+    "train_val_acc_gap", "train_eval_loss_gap", "label_purity_median", "data_time_share",
+    "pad_attention_median", "pad_sensitivity_max",
+})
 
 
 def measure(history: pd.DataFrame, names=None) -> dict[str, float]:

@@ -16,6 +16,7 @@ DTYPES = ("float32", "float16", "bfloat16")
 LABELS = ("aligned", "shuffled")
 OUTPUTS = ("logits", "softmax")
 LOADERS = ("batched", "per_sample")
+ZERO_GRAD_AT = ("before_backward", "before_step")
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class Recipe:
     batch_size: int = 64  # samples per optimizer step
     steps: int = 300  # optimizer steps in a run
     zero_grad: bool = True  # clear gradients before each backward pass
+    zero_grad_at: str = "before_backward"  # "before_step" clears them after backward
     grad_clip: float = 0.0  # clip the global gradient norm to this value (0 = off)
 
     # --- numerics -------------------------------------------------------------------
@@ -225,6 +227,7 @@ def _problems(r: Recipe):
         _choice("labels", r.labels, LABELS),
         _choice("output", r.output, OUTPUTS),
         _choice("loader", r.loader, LOADERS),
+        _choice("zero_grad_at", r.zero_grad_at, ZERO_GRAD_AT),
         _number("n_train", r.n_train, 16, 1_000_000, integer=True),
         _number("n_val", r.n_val, 16, 1_000_000, integer=True),
         _number("train_label_shift", r.train_label_shift, 0, 2, integer=True),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import quantities as q
 from .recipes import Recipe
 
 TIMING_COLUMNS = ("t_data", "t_forward", "t_backward", "t_step")
@@ -39,20 +39,19 @@ class Run:
 
     @cached_property
     def summary(self) -> dict[str, float | int | None]:
-        """Scalar facts about the run, for printing, comparing and tables."""
+        """Scalar facts about the run, for printing, comparing and tables: the same
+        named quantities (see `quantities`) that shapes and signatures read."""
         h = self.history
-        finite = h["loss"][np.isfinite(h["loss"])]
-        val = h.dropna(subset=["val_acc"]) if "val_acc" in h else h.iloc[:0]
         return {
             "steps_run": len(h),
-            "first_loss": _first(finite),
-            "final_loss": _last(finite),
-            "min_loss": float(finite.min()) if len(finite) else math.nan,
-            "final_val_loss": _last(val["val_loss"]) if len(val) else math.nan,
-            "final_val_acc": _last(val["val_acc"]) if len(val) else math.nan,
-            "best_val_acc": float(val["val_acc"].max()) if len(val) else math.nan,
-            "max_grad_norm": float(h["grad_norm"].max()),
-            "median_update_ratio": float(h["update_ratio"].median()),
+            "first_loss": q.loss_start(h),
+            "final_loss": q.loss_end(h),  # mean over the last 20% of the steps
+            "loss_progress": q.loss_progress(h),
+            "final_val_loss": q.val_loss_end(h),
+            "final_val_acc": q.val_acc_end(h),
+            "best_val_acc": q.val_acc_best(h),
+            "max_grad_norm": q.grad_norm_max(h),
+            "median_update_ratio": q.update_ratio_median(h),
             "first_nonfinite_step": self.first_nonfinite_step,
             "wall_time": self.wall_time,
         }
@@ -69,14 +68,6 @@ def history_of(obj, who: str, accepted: str = "a Run or a history DataFrame") ->
     if not isinstance(history, pd.DataFrame):
         raise TypeError(f"{who} needs {accepted}, got {type(obj).__name__}")
     return history
-
-
-def _first(s: pd.Series) -> float:
-    return float(s.iloc[0]) if len(s) else math.nan
-
-
-def _last(s: pd.Series) -> float:
-    return float(s.iloc[-1]) if len(s) else math.nan
 
 
 def save_history(history: pd.DataFrame, path: str | Path) -> None:

@@ -1,19 +1,34 @@
 """Signatures: the measured telemetry that proves a fault, as data.
 
 A signature is a few `Condition`s on named quantities (see `quantities`), each with a
-threshold and the physical reason for it.  One mechanism serves three purposes:
-`fl.check` asserts that every condition holds, `fl.diagnose` ranks faults by how
-clearly their conditions hold, and a worksheet quotes the evidence sentence.
+threshold and the physical reason for it, and a role:
+
+* `"mechanism"`: graded evidence of how the fault works (gradients that stay parallel,
+  outputs that are probabilities, a gradient that is exactly zero);
+* `"effect"`: the run is measurably unhealthy (the loss curve is not healthy);
+* `"guard"`: a pass/fail precondition (the outputs are float16, the inputs are
+  tokens); it gates but never adds to the score.
+
+A signature fires when every condition holds.  Its score is the weakest *graded*
+mechanism margin: how far past its threshold the value lies, in units of the distance
+between the threshold and the healthy population's edge, capped at `CAP`, so that the
+scores of different faults compare like with like.  `calibrated` moves each threshold
+out of the healthy population's range by a fixed rule (see `calibration`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from .quantities import QUANTITIES
+from .quantities import BINARY, LAB_ONLY, QUANTITIES
+
+ROLES = ("mechanism", "effect", "guard")
+CAP = 3.0  # a graded margin counts up to 3 healthy-edge distances past the threshold
+LOG_MARGIN = 2.0  # calibration: a ratio threshold sits >= 2x beyond the healthy edge
+#                   (0.3 decades: more than the seed-to-seed spread of any healthy run)
 
 
 @dataclass(frozen=True)
@@ -26,12 +41,18 @@ class Condition:
     label: str  # how the evidence sentence names the quantity, e.g. "gradient cosine"
     why: str  # the physical reason for the threshold and its margin
     log: bool = True  # margins in decades (ratios, norms) rather than in units of `unit`
-    unit: float = 1.0  # for linear margins: how far past the threshold counts as 1
+    unit: float = 1.0  # for linear margins: the resolution; calibration keeps one unit clear
     required: bool = True  # False: a veto that only counts when its columns exist
+    role: str = "mechanism"  # mechanism | effect | guard (see the module docstring)
+    suffix: str = ""  # printed after the value, e.g. "x its step-0 value"
+    healthy: float | None = None  # the healthy population's edge facing the threshold
+    physical: float | None = None  # the threshold before calibration moved it
 
     def __post_init__(self):
         if self.quantity not in QUANTITIES:
             raise ValueError(f"unknown quantity {self.quantity!r}")
+        if self.role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, got {self.role!r}")
         if self.log and not self.threshold > 0:
             raise ValueError(f"a log-scale threshold must be positive, got {self.threshold}")
 
@@ -42,17 +63,52 @@ class Condition:
         (with an infinite margin, so it never decides the score)."""
         if value is None or math.isnan(value):
             return -math.inf if self.required else math.inf
-        if self.log:  # a value of 0 is infinitely many decades below any threshold
-            m = math.log10(value / self.threshold) if value > 0 else -math.inf
-        else:
-            m = (value - self.threshold) / self.unit
+        m = self._distance(value, self.threshold)
         return m if self.above else -m
+
+    def graded(self, value: float) -> float:
+        """The margin in units of the threshold's distance from the healthy edge
+        (1 = as far past the threshold as the threshold is past every healthy run),
+        capped at CAP."""
+        m = self.margin(value)
+        if not math.isfinite(m):
+            return m if m < 0 else CAP
+        span = 0.0 if self.healthy is None else abs(self._distance(self.threshold,
+                                                                   self.healthy))
+        span = span if math.isfinite(span) and span > 0 else (1.0 if self.log else
+                                                              self.unit)
+        return min(CAP, m / span)
+
+    def _distance(self, value: float, reference: float) -> float:
+        if not self.log:
+            return (value - reference) / self.unit
+        if reference <= 0:
+            return math.inf if value > 0 else 0.0
+        return math.log10(value / reference) if value > 0 else -math.inf
+
+    def calibrated(self, low: float, high: float) -> "Condition":
+        """This condition with its threshold moved clear of a healthy range [low, high]:
+        the healthy edge moved out by LOG_MARGIN (ratios) or one unit (linear
+        quantities), never inside the physical threshold.  Guards are facts, not
+        measurements of degree, and stay as they are."""
+        if self.role == "guard" or not (math.isfinite(low) and math.isfinite(high)):
+            return self
+        physical = self.threshold if self.physical is None else self.physical
+        if self.above:
+            edge = high
+            moved = edge * LOG_MARGIN if self.log else edge + self.unit
+            threshold = max(physical, moved) if not self.log or edge > 0 else physical
+        else:
+            edge = low
+            moved = edge / LOG_MARGIN if self.log else edge - self.unit
+            threshold = min(physical, moved) if not self.log or edge > 0 else physical
+        return replace(self, threshold=threshold, healthy=edge, physical=physical)
 
     def describe(self, value: float) -> str:
         sign = "≥" if self.above else "≤"
-        if not self.required and (value is None or math.isnan(value)):
-            return f"{self.label} not measured"
-        return f"{self.label} {fmt(value)} ({sign} {fmt(self.threshold)})"
+        if self.quantity in BINARY and value == value:
+            return f"{self.label}: {'yes' if value >= 0.5 else 'no'}"
+        return f"{self.label} {fmt(value)}{self.suffix} ({sign} {fmt(self.threshold)})"
 
 
 @dataclass(frozen=True)
@@ -61,7 +117,7 @@ class Evidence:
 
     fault: str
     fired: bool  # every condition holds
-    score: float  # the smallest margin: how clearly the weakest condition holds
+    score: float  # the weakest graded mechanism margin (comparable across faults)
     values: dict[str, float]  # the measured quantities
     sentence: str  # the measurements, in words, with the verdict when it fired
     missing: tuple[str, ...] = ()  # required quantities that could not be measured
@@ -81,15 +137,33 @@ class Signature:
                 cache[c.quantity] = QUANTITIES[c.quantity](history)
             values[c.quantity] = cache[c.quantity]
         margins = [c.margin(values[c.quantity]) for c in self.conditions]
-        score = min(margins)
-        fired = score >= 0
+        fired = all(m >= 0 for m in margins)
+        graded = [c.graded(values[c.quantity]) for c in self.conditions
+                  if c.role == "mechanism"]
+        graded = graded or [c.graded(values[c.quantity]) for c in self.conditions
+                            if c.role == "effect"] or [min(CAP, min(margins))]
+        score = min(graded)
         parts = [c.describe(values[c.quantity]) + ("" if fired or m >= 0 else " ✗")
-                 for c, m in zip(self.conditions, margins)]
+                 for c, m in zip(self.conditions, margins)
+                 if c.required or values[c.quantity] == values[c.quantity]]
         measured = " and ".join(parts)
         sentence = f"{measured}: {self.verdict}" if fired else measured
         missing = tuple(c.quantity for c in self.conditions
                         if c.required and math.isnan(values[c.quantity]))
         return Evidence(fault, fired, score, values, sentence, missing)
+
+    def calibrated(self, ranges: dict[str, tuple[float, float]]) -> "Signature":
+        """Every condition moved clear of the healthy `ranges` ({quantity: (lo, hi)})."""
+        nan = (math.nan, math.nan)
+        return replace(self, conditions=tuple(c.calibrated(*ranges.get(c.quantity, nan))
+                                              for c in self.conditions))
+
+    @property
+    def lab_only(self) -> bool:
+        """Needs a column that a plain Monitor does not record (validation, timing,
+        batch labels, attention on pads): checkable in the lab's own loop only."""
+        return any(c.required and c.role != "guard" and c.quantity in LAB_ONLY
+                   for c in self.conditions)
 
 
 @dataclass(frozen=True)

@@ -104,9 +104,11 @@ def _train(parts: Parts, preset: str):
                 logits = model(X)  # (B, classes)
             loss = loss_fn(logits.float(), y)
             t2 = time.perf_counter()
-            if recipe.zero_grad:
+            if recipe.zero_grad and recipe.zero_grad_at == "before_backward":
                 optimizer.zero_grad(set_to_none=True)  # forget this and gradients accumulate
             scaler.scale(loss).backward()  # a plain backward() when loss_scaling is off
+            if recipe.zero_grad and recipe.zero_grad_at == "before_step":
+                optimizer.zero_grad(set_to_none=True)  # misplaced: erases what backward made
             t3 = time.perf_counter()
             if recipe.grad_clip:
                 scaler.unscale_(optimizer)

@@ -70,3 +70,42 @@ def healthy_adam(seed=0):
     model = nn.Sequential(nn.Linear(12, 64), nn.GELU(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 3))
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     return loop(model, opt, nn.CrossEntropyLoss(), X, y, steps=300, seed=seed)
+
+
+def softmax_into_cross_entropy(seed=0):
+    """A classifier that ends in nn.Softmax, trained with CrossEntropyLoss (which applies
+    log-softmax itself): the bug of many public Q&A threads."""
+    torch.manual_seed(seed)
+    X, y = data(d=10, k=4, seed=seed)
+    model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 4), nn.Softmax(dim=1))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    return loop(model, opt, nn.CrossEntropyLoss(), X, y, seed=seed)
+
+
+def zero_grad_before_step(seed=0):
+    """optimizer.zero_grad() between loss.backward() and optimizer.step()."""
+    torch.manual_seed(seed)
+    X, y = data(d=10, k=3, seed=seed)
+    model = nn.Sequential(nn.Linear(10, 32), nn.Tanh(), nn.Linear(32, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    g = torch.Generator().manual_seed(seed)
+    with fl.Monitor(model, opt) as mon:
+        for _ in range(150):
+            idx = torch.randint(0, len(X), (32,), generator=g)
+            loss = nn.functional.cross_entropy(model(X[idx]), y[idx])
+            loss.backward()
+            opt.zero_grad()
+            opt.step()
+            mon.record(loss)
+    return mon.history
+
+
+def margin_loss_float32(seed=0):
+    """A healthy float32 classifier under a margin loss: many output gradients are
+    exactly 0 (samples beyond the margin) and the rest are +-1/(B*C), powers of two
+    that float16 could hold too.  Nothing here is float16."""
+    torch.manual_seed(seed)
+    X, y = data(d=12, k=4, seed=seed)
+    model = nn.Sequential(nn.Linear(12, 48), nn.ReLU(), nn.Linear(48, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    return loop(model, opt, nn.MultiMarginLoss(), X, y, steps=300, seed=seed)

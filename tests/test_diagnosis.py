@@ -33,7 +33,7 @@ EVALS = np.arange(30)
 @pytest.mark.parametrize("loss, val, shape", [
     (FALLING, None, "healthy"),
     (np.full(300, 1.1) + 0.005 * rng.standard_normal(300), None, "plateau"),
-    (0.6 + 0.5 * np.exp(-STEPS / 30) + 0.005 * rng.standard_normal(300), None, "plateau"),
+    (0.8 + 0.3 * np.exp(-STEPS / 30) + 0.005 * rng.standard_normal(300), None, "plateau"),
     (1.1 * np.exp(STEPS / 60), None, "diverging"),
     (np.r_[1.1 * np.exp(np.arange(40) / 8), np.nan], None, "diverging"),
     (np.r_[1.1, 1.1, np.nan], None, "nonfinite"),

@@ -28,7 +28,7 @@ def test_the_registry_names_and_order_are_pinned():
         "nan_in_data", "dead_relu", "bad_init", "wrong_loss", "dropout_too_strong",
         "eval_mode_forgotten", "no_shuffle", "label_offset", "fp16_overflow", "overfitting",
         "slow_data", "weight_decay_too_large", "batch_too_small", "exploding_gradients",
-        "inverted_padding_mask",
+        "inverted_padding_mask", "zero_grad_misplaced",
     ]
 
 
@@ -93,6 +93,38 @@ def test_inject_is_pure_and_unknown_names_suggest_the_closest():
     with pytest.raises(KeyError, match="Did you mean 'huge_lr'") as err:
         fl.inject(base, "huge_lrr")
     assert "no_zero_grad" in str(err.value)
+
+
+def test_every_signature_says_what_each_condition_is():
+    for fault in fl.FAULTS.values():
+        roles = [c.role for c in fault.signature.conditions]
+        assert set(roles) <= {"mechanism", "effect", "guard"}
+        assert "mechanism" in roles, fault.name  # the score is graded mechanism evidence
+        for c in fault.signature.conditions:
+            assert len(c.why) > 20, (fault.name, c.quantity)
+
+
+def test_thresholds_sit_outside_the_recorded_healthy_population():
+    from failurelab.catalogue import healthy
+
+    for fault in fl.FAULTS.values():
+        for c in fault.signature.conditions:
+            if c.role == "guard" or c.quantity not in healthy.RANGES:
+                continue
+            low, high = healthy.RANGES[c.quantity]
+            assert (c.threshold > high) if c.above else (c.threshold < low), \
+                (fault.name, c.quantity, c.threshold, (low, high))
+
+
+def test_the_catalogue_imports_point_one_way():
+    import ast
+    import pathlib
+
+    root = pathlib.Path(fl.__file__).parent
+    for path in (root / "catalogue").glob("*.py"):
+        names = [n.module for n in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(n, ast.ImportFrom) and n.module]
+        assert "faults" not in names, path.name  # catalogue -> fault, never -> faults
 
 
 def test_check_says_what_it_measured_when_the_signature_is_absent():

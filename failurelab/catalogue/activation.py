@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from ..faults import Fault
+from ..fault import Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import INPUTS_SCALED, LEARNS, STUCK
+from .conditions import ALL_CONNECTED, INPUTS_SCALED, STEPS_SANE, STUCK, UNHEALTHY
 
 SATURATED_SIGMOID = Fault(
     name="saturated_sigmoid",
     title="Sigmoid inputs saturated by an oversized init",
-    family="activation", task="tabular", shape="plateau", phenomenon="B",
+    family="activation", task="tabular", shape="healthy", phenomenon="B",
+    # The loss creeps down and stalls with 73-80% removed: healthy to the shape rules,
+    # a plateau to the course (it stalls well above the baseline's loss).
+    other_shapes=("plateau",),
     symptom="Most sigmoid outputs sit within 0.01 of 0 or 1, the first layer's "
             "gradient is a small fraction of the next layer's, and the loss creeps "
             "down and stalls well above the baseline's.",
@@ -29,11 +32,17 @@ SATURATED_SIGMOID = Fault(
     repair=(Set("sigmoid_gain", 1.0),),
     probe=(Set("sigmoid_gain", 1.0),),
     signature=Signature((
-        C("saturation_median", True, 0.5, "median saturated share",
-          "half the sigmoid outputs pass < 1% of the gradient; the baseline has "
-          "under 0.2% saturated", log=False, unit=0.1),
+        C("saturation_median", True, 0.3, "median saturated share",
+          "a third of the sigmoid/tanh outputs pass < 1% of the gradient back; healthy "
+          "layers work in their linear range", log=False, unit=0.1),
+        C("first_layer_grad_share", False, 0.6, "first over last layer gradient norm",
+          "the gradient is attenuated across the saturated layer: a saturated unit "
+          "passes < 1% of it back, so the first layer gets a fraction of what the last "
+          "one gets (a guard: how much the first layer gets also depends on the "
+          "architecture)", role="guard"),
         INPUTS_SCALED,
-        LEARNS,
+        ALL_CONNECTED,
+        STEPS_SANE,
     ), "sigmoid units are saturated by their own weights, not by the inputs"),
     outcome=Signature((
         C("saturation_median", False, 0.05, "median saturated share",
@@ -62,10 +71,11 @@ DEAD_RELU = Fault(
     repair=(Set("relu_bias", 0.0),),
     probe=(Scale("lr", 10),),
     signature=Signature((
-        C("dead_start", True, 0.99, "dead ReLU share at step 0",
-          "every unit off for a whole batch at initialisation; a healthy layer has "
-          "20-40% off, and units that die later point to large updates instead",
-          log=False, unit=0.01),
+        C("dead_start", True, 0.9, "dead ReLU share at step 0",
+          "nine in ten units off for a whole batch at initialisation; a healthy layer "
+          "has a third or fewer off, and units that die later point to large updates "
+          "instead", log=False, unit=0.01),
+        UNHEALTHY,
     ), "the ReLU layer is dead from initialisation - check its bias and init"),
     outcome=Signature((STUCK, C("zero_grad_median", True, 0.99,
                                 "median share of zero gradients",
@@ -97,6 +107,7 @@ BAD_INIT = Fault(
         C("output_scale_start", True, 3, "logit std at step 0",
           "a fresh classifier's logits should be O(1) or smaller (baseline 0.05): "
           "std 3 means some classes start e^3 = 20x likelier for no reason"),
+        INPUTS_SCALED,
     ), "the model starts out confidently wrong - check the initialisation scale"),
     outcome=Signature((
         C("output_scale_start", True, 3, "logit std at step 0",

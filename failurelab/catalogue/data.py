@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from ..faults import Fault
+from dataclasses import replace
+
+from ..fault import Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
 from .conditions import (
-                         CALM,
-                         FINITE,
-                         GRADIENTS_FLOW,
-                         INPUTS_SCALED,
-                         LEARNS,
-                         MOVING,
-                         STUCK,
-                         WEIGHTS_KEPT,
+    ALL_CONNECTED,
+    ALL_OPTIMIZED,
+    CALM,
+    FINITE,
+    GRADIENTS_FLOW,
+    INPUTS_SCALED,
+    LEARNS,
+    MOVING,
+    STUCK,
+    WEIGHTS_KEPT,
 )
 
 SHUFFLED_LABELS = Fault(
@@ -35,11 +39,12 @@ SHUFFLED_LABELS = Fault(
     edit=(Set("labels", "shuffled"),),
     repair=(Set("labels", "aligned"),),
     probe=(Set("n_train", 64),),
-    signature=Signature((STUCK, CALM, FINITE, MOVING, GRADIENTS_FLOW, INPUTS_SCALED,
-                         WEIGHTS_KEPT,
+    signature=Signature((replace(STUCK, role="mechanism"), CALM, FINITE, MOVING,
+                         GRADIENTS_FLOW, INPUTS_SCALED, WEIGHTS_KEPT, ALL_OPTIMIZED,
+                         ALL_CONNECTED,
                          C("pad_attention_median", False, 0.5, "attention on pads",
                            "the model reads its real tokens (checked for sequences)",
-                           log=False, unit=0.05, required=False)),
+                           log=False, unit=0.05, required=False, role="guard")),
                         "the optimizer moves and gradients flow, yet nothing is "
                         "learned: check that labels belong to their samples"),
     outcome=Signature((
@@ -72,10 +77,7 @@ NO_INPUT_NORM = Fault(
     signature=Signature((
         C("input_scale_spread", True, 100, "input std spread",
           "per-feature spreads 100x apart leave the small-scale features invisible "
-          "next to the large one; standardised inputs are within ~1.4x"),
-        C("loss_progress", False, 0.5, "loss progress",
-          "and training is impaired: less than half the loss removed", log=False,
-          unit=0.1),
+          "next to the large one; standardised inputs are within a few times"),
         FINITE,
     ), "features on wildly different scales - standardise the inputs"),
     outcome=Signature((LEARNS, C("saturation_median", False, 0.05,
@@ -109,7 +111,7 @@ NAN_IN_DATA = Fault(
           "one NaN input is enough to make its batch's loss NaN; clean data have 0",
           log=False),
         C("nonfinite_losses", True, 0.5, "non-finite losses",
-          "and the loss did become NaN", log=False),
+          "and the loss did become NaN", log=False, role="effect"),
     ), "NaN arrived with the input batch - check the data for missing values"),
     outcome=Signature((
         C("nonfinite_losses", False, 0.5, "non-finite losses",
@@ -141,7 +143,7 @@ NO_SHUFFLE = Fault(
           "a shuffled batch of 64 from 3 balanced classes is ~40% one class; 99% "
           "means batches hold one class", log=False, unit=0.05),
         C("loss_peak_ratio", True, 1.5, "loss peak over start",
-          "and the loss swings well above where it started"),
+          "and the loss swings well above where it started", role="effect"),
     ), "each batch holds one class - is the data shuffled?"),
     outcome=Signature((
         C("label_purity_median", True, 0.99, "median share of the batch's main class",

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from ..faults import Fault
+from dataclasses import replace
+
+from ..fault import Fault
 from ..recipes import Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import FINITE
+from .conditions import FINITE, FLOAT16
 
 FP16_NO_SCALING = Fault(
     name="fp16_no_scaling",
@@ -31,12 +33,18 @@ FP16_NO_SCALING = Fault(
     repair=(Set("loss_scaling", True),),
     probe=(Set("dtype", "bfloat16"),),
     signature=Signature((
+        FLOAT16,
         C("output_grad_zero_median", True, 0.1, "median zero share of the logit "
           "gradient", "the baseline has 3% or less; loss scaling keeps float16 at 5% "
           "or less", log=False, unit=0.05),
         C("output_grad_floor", True, 3e-8, "smallest non-zero logit gradient",
           "float16's smallest subnormal is 6e-8 and anything under half of it "
-          "rounds to 0: nothing smaller ever arrived (float32 runs reach 1e-13)"),
+          "rounds to 0: nothing smaller ever arrived (float32 runs reach 1e-13)",
+          role="guard"),
+        C("output_grad_floor", False, 6.1e-5, "smallest non-zero logit gradient",
+          "float16's smallest normal number: only gradients that reach the subnormal "
+          "range below it can underflow (a loss whose gradients are all large, such as "
+          "a margin loss, has exact zeros for another reason)", role="guard"),
         FINITE,
     ), "gradients are underflowing to zero in float16 - use loss scaling"),
     outcome=Signature((
@@ -74,10 +82,11 @@ FP16_OVERFLOW = Fault(
         C("input_absmax", True, 65504, "largest input value",
           "float16's largest finite number: anything above becomes inf"),
         C("nonfinite_losses", True, 0.5, "non-finite losses", "the loss did become NaN",
-          log=False),
+          log=False, role="effect"),
         C("input_nonfinite_total", False, 0.5, "non-finite input values",
           "the data themselves are finite: the NaN was made inside the model",
-          log=False),
+          log=False, role="guard"),
+        replace(FLOAT16, required=False),
     ), "finite inputs beyond float16's range turned into inf - standardise them or "
        "keep them in float32"),
     outcome=Signature((

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..faults import Fault
+from ..fault import Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import CALM, FINITE, GRADIENTS_FLOW, LEARNS, STUCK
+from .conditions import ALL_CONNECTED, ALL_OPTIMIZED, CALM, FINITE, GRADIENTS_FLOW, LEARNS, STEPS_SANE, UNHEALTHY
 
 HUGE_LR = Fault(
     name="huge_lr",
@@ -24,12 +24,17 @@ HUGE_LR = Fault(
                "not respond to the rate.",
     fix="Use a rate about 30x smaller, e.g. the one the LR range test suggests.",
     edit=(Scale("lr", 30),), repair=(Scale("lr", 1 / 30),), probe=(Scale("lr", 0.1),),
-    other_shapes=("oscillating",),  # some seeds keep swinging instead of settling
+    # The loss jumps above its start, then flattens near ln 3 once the ReLUs have died:
+    # the shape rules call a curve that peaked >= 1.3x its start and ended above it
+    # "diverging"; a seed whose jump stays near 1.3x is borderline "plateau", and some
+    # seeds keep swinging ("oscillating").
+    other_shapes=("plateau", "oscillating"),
     signature=Signature((
         C("update_ratio_start", True, 0.1, "update ratio of the first steps",
           "a step that moves the weights by a tenth of their norm overshoots any "
-          "curvature the initialised model has; the baseline's first steps move "
-          "them by ~1%, a forgotten zero_grad by at most 4%"),
+          "curvature the initialised model has; adaptive optimizers take large first "
+          "steps too, which is why the loss must also fail to descend"),
+        UNHEALTHY,
     ), "steps are far too large for the loss surface - divide the rate by 10"),
     outcome=Signature((
         C("loss_progress", True, 0.3, "loss progress",
@@ -55,8 +60,11 @@ LR_TOO_SMALL = Fault(
     signature=Signature((
         C("update_ratio_median", False, 1e-4, "median update ratio",
           "steps under 0.01% of the weights need > 10^4 steps to move them by their "
-          "own size; the baseline's median is ~1e-2"),
+          "own size"),
         GRADIENTS_FLOW,
+        UNHEALTHY,
+        ALL_OPTIMIZED,
+        ALL_CONNECTED,
     ), "gradients are there but the steps are tiny - raise the learning rate"),
     outcome=Signature((LEARNS,), "a larger rate trains: it was slow, not stuck"),
 )
@@ -65,6 +73,7 @@ DROPOUT_TOO_STRONG = Fault(
     name="dropout_too_strong",
     title="Dropout p = 0.75 on a 64-unit layer",
     family="optimization", task="tabular", shape="plateau", phenomenon="B",
+    other_shapes=("healthy",),  # 34-57% of the loss removed: either side of the 35% line
     symptom="The training loss (measured with dropout on) stalls far above the "
             "validation loss (dropout off): the model is better than its training "
             "loss says, but it learns slowly and stops early.",
@@ -85,9 +94,12 @@ DROPOUT_TOO_STRONG = Fault(
           "loss says; healthy runs stay within 0.05", log=False, unit=0.05),
         CALM,
         FINITE,
+        C("output_scale_start", False, 3, "logit std at step 0",
+          "a well-scaled start: a loss still falling from an oversized initialisation "
+          "also trains above its evaluation loss", role="guard", required=False),
         C("batch_size_median", True, 16, "samples per batch",
           "a training loss averaged over fewer samples is too noisy to compare",
-          required=False),
+          required=False, role="guard"),
     ), "training-mode loss far above evaluation loss - dropout is too strong"),
     outcome=Signature((
         C("train_eval_loss_gap", False, 0.1, "train minus eval loss",
@@ -114,10 +126,12 @@ WEIGHT_DECAY_TOO_LARGE = Fault(
     repair=(Set("weight_decay", 5e-4),),
     probe=(Scale("weight_decay", 1 / 100),),
     signature=Signature((
-        C("weight_norm_change", False, 0.2, "final over initial weight norm",
-          "the network shrank to a fifth of its size or less; healthy training "
-          "grows the weights (baseline 2x)"),
-        STUCK,
+        C("weight_norm_change", False, 0.5, "final over initial weight norm",
+          "the network lost half of its size or more; healthy training grows the "
+          "weights"),
+        UNHEALTHY,
+        ALL_OPTIMIZED,
+        STEPS_SANE,
     ), "the weights are decaying away - check the weight decay"),
     outcome=Signature((LEARNS,), "with a hundredth of the decay the model learns"),
 )
@@ -143,7 +157,7 @@ BATCH_TOO_SMALL = Fault(
     signature=Signature((
         C("loss_swing", True, 0.25, "swing of the smoothed loss",
           "minibatch noise around a settled loss stays under 0.11 of its scale once "
-          "smoothed over 3 steps", log=False, unit=0.05),
+          "smoothed over 3 steps", log=False, unit=0.05, role="effect"),
         C("batch_size_median", False, 8, "samples per batch",
           "a handful of samples per step: every estimate is noise-dominated"),
     ), "tiny batches make every step noisy - use a larger batch or a smaller rate"),
@@ -177,11 +191,20 @@ EXPLODING_GRADIENTS = Fault(
     probe=(Set("grad_clip", 10.0),),
     signature=Signature((
         C("nonfinite_losses", True, 0.5, "non-finite losses",
-          "the loss overflowed", log=False),
+          "the loss overflowed: clean training never produces one", log=False,
+          role="effect"),
         C("loss_peak_ratio", True, 3, "loss peak over start",
-          "after rising to several times its start: the NaN ended a climb"),
+          "after rising to several times its start: the NaN ended a climb, so it "
+          "came from the updates feeding back, not from one bad value"),
         C("input_nonfinite_total", False, 0.5, "non-finite input values",
-          "the data are finite: the overflow was made by training", log=False),
+          "the data are finite: the overflow was made by training", log=False,
+          role="guard"),
+        C("update_ratio_start", False, 0.1, "update ratio of the first steps",
+          "the first steps were of ordinary size: the blow-up built up over steps "
+          "(a rate that overshoots at once is huge_lr)", role="guard"),
+        C("grad_cosine_end", False, 0.95, "gradient cosine",
+          "consecutive gradients were not one running sum (that is no_zero_grad)",
+          log=False, unit=0.01, required=False, role="guard"),
     ), "the loss climbed and overflowed - exploding updates; lower the rate or "
        "normalise, and treat clipping as a guard rail"),
     outcome=Signature((

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..faults import Fault
+from ..fault import Fault
 from ..recipes import Set
 from ..signatures import Condition as C
 from ..signatures import Signature

@@ -1,0 +1,74 @@
+"""A fault as data: teaching text, a pure edit of a recipe, its fix, its distinguishing
+experiment and its signature.  The entries live in the `catalogue` package; looking
+one up by name is `faults`' job, so the arrows point one way: faults -> catalogue ->
+fault."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .recipes import Edit, Recipe, Scale, Set, apply
+from .shapes import SHAPES
+from .signatures import Evidence, Signature
+
+FAMILIES = ("data", "optimization", "numerics", "activation", "implementation",
+            "evaluation", "performance")
+PHENOMENA = {"A": "loss diverges", "B": "loss does not go down", "C": "NaN",
+             "D": "training is unbearably slow"}
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One single-factor fault of the catalogue."""
+
+    name: str  # registry key, e.g. "huge_lr"
+    title: str
+    family: str  # one of FAMILIES
+    task: str  # the task whose baseline it is injected into by name
+    shape: str  # the loss-curve shape it produces (one of SHAPES)
+    phenomenon: str | None  # A-D of the course's field phenomena, where one applies
+    symptom: str  # what the instruments show
+    cause: str  # the violated premise and the mechanism
+    experiment: str  # the single-factor experiment that tells it apart, and its outcome
+    fix: str  # what a practitioner changes
+    edit: Edit  # the injection, as data: the Set/Scale changes it makes to a recipe
+    repair: Edit  # the fix, applied to the faulty recipe
+    probe: Edit  # the distinguishing experiment, applied to the faulty recipe
+    signature: Signature  # what a run with this fault measurably shows
+    outcome: Signature  # what the distinguishing experiment's run measurably shows
+    why_two_fields: str = ""  # set when the injection must change two fields
+    fixed_accuracy: float = 0.9  # validation accuracy the fixed run reaches in every seed
+    other_shapes: tuple[str, ...] = ()  # shapes some seeds show instead (said honestly)
+    instrument: str | None = None  # the plot that shows the cause, if not the signature's
+
+    def inject(self, recipe: Recipe) -> Recipe:
+        return apply(recipe, self.edit)
+
+    def apply_fix(self, faulty: Recipe) -> Recipe:
+        """The repair a practitioner would make (not necessarily the baseline)."""
+        return apply(faulty, self.repair)
+
+    def distinguishing(self, faulty: Recipe) -> Recipe:
+        """The single-factor experiment that tells this fault from its look-alikes."""
+        return apply(faulty, self.probe)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The recipe fields the injection changes: where the fault enters the loop."""
+        return tuple(change.field for change in self.edit)
+
+    def evidence(self, history: pd.DataFrame, cache: dict | None = None) -> Evidence:
+        return self.signature.evaluate(self.name, history, cache)
+
+    def __post_init__(self):
+        if self.family not in FAMILIES:
+            raise ValueError(f"{self.name}: family must be one of {FAMILIES}")
+        if self.shape not in SHAPES:
+            raise ValueError(f"{self.name}: shape must be one of {SHAPES}")
+        if self.phenomenon not in (None, *PHENOMENA):
+            raise ValueError(f"{self.name}: phenomenon must be one of {tuple(PHENOMENA)}")
+        for role in ("edit", "repair", "probe"):
+            if not all(isinstance(c, (Set, Scale)) for c in getattr(self, role)):
+                raise TypeError(f"{self.name}: {role} must be a tuple of Set/Scale changes")

@@ -1,0 +1,94 @@
+"""Diagnosis outside the lab: plain loops of the zoo's families, faults written the way
+users write them, failures outside the catalogue, and histories without the newer
+Monitor columns.  A few sampled cases each; the whole population is the benchmark's
+(benchmarks/diagnosis.py --zoo)."""
+
+import foreign_loops
+import pytest
+from runs_cache import cached_run
+
+import failurelab as fl
+from failurelab import zoo
+from failurelab.quantities import measure
+
+
+@pytest.mark.parametrize("family", zoo.FAMILIES)
+def test_a_healthy_run_of_every_zoo_family_is_called_healthy(family):
+    optimizer = zoo.OPTIMIZERS[zoo.FAMILIES.index(family) % len(zoo.OPTIMIZERS)]
+    d = fl.diagnose(zoo.run(zoo.Case(family, optimizer, seed=5)))
+    assert d.shape == "healthy" and d.top is None, str(d)
+
+
+@pytest.mark.parametrize("family, optimizer, fault, severity", [
+    ("gru", "adam", "frozen_params", "requires_grad"),
+    ("cnn_bn", "sgd", "detached_graph", 1.0),
+    ("resmlp", "momentum", "stale_optimizer", "rebuilt"),
+])
+def test_a_failure_outside_the_catalogue_gets_no_confident_name(family, optimizer, fault,
+                                                                  severity):
+    d = fl.diagnose(zoo.run(zoo.Case(family, optimizer, fault, severity, seed=5)))
+    assert d.confidence != "high" or d.top is None, str(d)
+    if d.top is None and d.shape != "healthy":  # unhealthy and unexplained: say so
+        assert d.confidence == "low" and d.experiment
+
+
+def test_fp16_no_scaling_needs_float16():
+    """A float32 margin loss has many exactly-zero logit gradients too (samples past the
+    margin), and its other gradients are powers of two that float16 could hold: the
+    gradients never reach float16's subnormal range, so it is not an underflow."""
+    history = foreign_loops.margin_loss_float32(0)
+    assert measure(history, ["output_grad_zero_median"])["output_grad_zero_median"] > 0.5
+    assert not fl.FAULTS["fp16_no_scaling"].evidence(history).fired
+    assert fl.diagnose(history).top is None
+    probe = fl.FAULTS["fp16_no_scaling"].distinguishing(
+        fl.inject(fl.baseline(), "fp16_no_scaling"))  # bfloat16: same 16 bits
+    assert not fl.FAULTS["fp16_no_scaling"].evidence(cached_run(probe, 0).history).fired
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_wrong_loss_is_named_from_a_plain_monitor_history(seed):
+    history = foreign_loops.softmax_into_cross_entropy(seed)
+    assert not any(c.startswith("val_") for c in history.columns)
+    d = fl.diagnose(history)
+    assert d.top == "wrong_loss", str(d)
+    assert "probabilities" in d.causes[0][2]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_zero_grad_between_backward_and_step_is_named(seed):
+    d = fl.diagnose(foreign_loops.zero_grad_before_step(seed))
+    assert d.top == "zero_grad_misplaced" and d.shape == "plateau", str(d)
+
+
+def test_skipped_steps_are_not_physics():
+    """Rows where a GradScaler skipped the step carry no update: never a tiny-update or
+    a non-finite-gradient fault."""
+    history = cached_run(fl.baseline(), 0).history.copy()
+    skipped = history.index[::3]
+    history.loc[skipped, "step_skipped"] = 1.0
+    history.loc[skipped, ["update_ratio", "grad_norm"]] = [0.0, float("inf")]
+    history["step_skipped"] = history["step_skipped"].fillna(0.0)
+    plain = measure(cached_run(fl.baseline(), 0).history)
+    mixed = measure(history)
+    assert mixed["update_ratio_median"] == pytest.approx(
+        cached_run(fl.baseline(), 0).history.drop(index=skipped)["update_ratio"].median())
+    assert mixed["grad_norm_max"] == pytest.approx(plain["grad_norm_max"], rel=0.5)
+    assert fl.diagnose(history).top is None
+
+
+def test_histories_without_the_newer_columns_are_diagnosed():
+    newer = ["lr", "param_lowp_frac", "output_prob_frac", "output_logprob_frac",
+             "output_nonfinite", "unoptimized_params", "step_skipped"]
+    history = cached_run(fl.inject(fl.baseline(), "no_zero_grad"), 0).history
+    old = history.drop(columns=[c for c in newer if c in history.columns])
+    assert fl.diagnose(old).top == "no_zero_grad"
+    assert fl.diagnose(cached_run(fl.baseline(), 0).history.drop(
+        columns=[c for c in newer if c in history.columns])).top is None
+
+
+def test_evidence_reads_as_words_and_numbers():
+    text = fl.diagnose(cached_run(fl.inject(fl.baseline(), "no_zero_grad"), 0)).causes[0][2]
+    assert "x its step-0 value" in text and "since step 0" not in text
+    tabular = fl.diagnose(cached_run(fl.inject(fl.baseline(), "shuffled_labels"), 0))
+    assert "attention on pads" not in tabular.causes[0][2]
+    assert "not measured" not in tabular.causes[0][2]
