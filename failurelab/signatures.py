@@ -28,6 +28,7 @@ class Condition:
     log: bool = True  # margins in decades (ratios, norms) rather than in units of `unit`
     unit: float = 1.0  # for linear margins: how far past the threshold counts as 1
     required: bool = True  # False: a veto that only counts when its columns exist
+    role: str = "mechanism"  # "mechanism" (evidence of the cause), "effect" or "guard"
 
     def __post_init__(self):
         if self.quantity not in QUANTITIES:
