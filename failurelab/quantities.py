@@ -396,3 +396,33 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
 def measure(history: pd.DataFrame, names=None) -> dict[str, float]:
     """Every named quantity (or those in `names`) of one history."""
     return {n: QUANTITIES[n](history) for n in (names or QUANTITIES)}
+
+
+# --- added for the rest of the course's causes (registered below) ----------------------
+
+def val_acc_early(h):
+    """Best validation accuracy over the first 20% of the steps: a model that is nearly
+    perfect this early found a shortcut (a healthy run climbs for hundreds of steps)."""
+    s = _values(h, "val_acc")
+    if s is None or "step" not in h:
+        return NAN
+    steps = h.loc[s.index, "step"]
+    early = s[steps <= LATE * float(h["step"].max())]
+    return float(early.max()) if len(early) else NAN
+
+
+def step_size_change(h):
+    """How the step per unit of gradient (update norm / gradient norm: the effective
+    learning rate) changed: its median over the last 20% over its median over the first
+    5%.  About 1 at a constant rate; a decayed rate shows as the decay factor."""
+    if "update_norm" not in h or "grad_norm" not in h:
+        return NAN
+    g = h["grad_norm"]
+    per_gradient = _finite(h["update_norm"] / g.where(g > 0))
+    if len(per_gradient) < 2 * MIN_WINDOW:
+        return NAN
+    start, end = _median(_head(per_gradient)), _median(_tail(per_gradient))
+    return end / start if start > 0 else NAN
+
+
+QUANTITIES.update({f.__name__: f for f in (val_acc_early, step_size_change)})

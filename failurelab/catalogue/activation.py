@@ -6,7 +6,7 @@ from ..faults import Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import INPUTS_SCALED, LEARNS, STUCK
+from .conditions import CALM, INPUTS_SCALED, LEARNS, STUCK
 
 SATURATED_SIGMOID = Fault(
     name="saturated_sigmoid",
@@ -104,4 +104,46 @@ BAD_INIT = Fault(
     ), "the rate changes nothing at step 0: it is the initialisation"),
 )
 
-FAULTS = (SATURATED_SIGMOID, DEAD_RELU, BAD_INIT)
+INIT_TOO_SMALL = Fault(
+    name="init_too_small",
+    title="Weights initialised 10x too small",
+    family="activation", task="tabular", shape="plateau", phenomenon="B",
+    symptom="The loss sits at chance level (ln 3) from the first step to the last, "
+            "the first layer receives a few percent of the gradient the output layer "
+            "gets, and the ReLU units go quiet one after another until none is left.",
+    cause="Every weight matrix starts 10x smaller than its fan-in scaled default "
+          "(about what a fixed N(0, 0.01) init gives here). Each layer shrinks the "
+          "signal on the way forward and the gradient on the way back, so every "
+          "sample looks alike to the later layers: they learn only the class "
+          "frequencies, the output bias absorbs them, and the ReLU units drift off "
+          "for good. Near zero weights the network sits at a saddle point.",
+    experiment="Multiply the learning rate by 10: the loss still does not move and "
+               "the first layer's share of the gradient stays under a fifth. A "
+               "too-small rate would respond; a gradient that vanishes in the "
+               "weights does not.",
+    fix="Keep fan-in scaled (Kaiming/Xavier) initialisation instead of a fixed "
+        "small std, and compare each layer's gradient norm at step 0.",
+    edit=(Set("init_scale", 0.1),),
+    repair=(Set("init_scale", 1.0),),
+    probe=(Scale("lr", 10),),
+    instrument="gradients",
+    signature=Signature((
+        C("first_layer_grad_share", False, 0.2, "first-layer over last-layer gradient",
+          "backward through weights 10x too small shrinks the gradient layer by layer; "
+          "in the baseline the first layer gets more gradient than the last (1.1-1.6), "
+          "5x above this threshold"),
+        STUCK,
+        CALM,
+        C("dead_start", False, 0.9, "dead ReLU share at step 0",
+          "the units are alive at initialisation: a layer dead from step 0 is a bias "
+          "problem, with no gradient at all", log=False, unit=0.05, role="guard"),
+    ), "the gradient fades on its way back to the first layer - is the "
+       "initialisation too small?"),
+    outcome=Signature((
+        STUCK,
+        C("first_layer_grad_share", False, 0.2, "first-layer over last-layer gradient",
+          "still vanishing at ten times the rate"),
+    ), "a larger rate changes nothing: the gradient vanishes in the weights"),
+)
+
+FAULTS = (SATURATED_SIGMOID, DEAD_RELU, BAD_INIT, INIT_TOO_SMALL)
