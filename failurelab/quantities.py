@@ -425,4 +425,11 @@ def step_size_change(h):
     return end / start if start > 0 else NAN
 
 
-QUANTITIES.update({f.__name__: f for f in (val_acc_early, step_size_change)})
+def first_layer_grad_share_start(h):
+    """first_layer_grad_share over the first 5% of the steps: how the initialised
+    network passes gradient back, before training (or dying units) changes it."""
+    return first_layer_grad_share(h.iloc[:_window(len(h), EARLY)])
+
+
+QUANTITIES.update({f.__name__: f for f in (val_acc_early, step_size_change,
+                                           first_layer_grad_share_start)})

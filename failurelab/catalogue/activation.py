@@ -6,7 +6,7 @@ from ..faults import Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import CALM, INPUTS_SCALED, LEARNS, STUCK
+from .conditions import INPUTS_SCALED, LEARNS, STUCK
 
 SATURATED_SIGMOID = Fault(
     name="saturated_sigmoid",
@@ -109,8 +109,8 @@ INIT_TOO_SMALL = Fault(
     title="Weights initialised 10x too small",
     family="activation", task="tabular", shape="plateau", phenomenon="B",
     symptom="The loss sits at chance level (ln 3) from the first step to the last, "
-            "the first layer receives a few percent of the gradient the output layer "
-            "gets, and the ReLU units go quiet one after another until none is left.",
+            "the first layer receives 1-2% of the gradient the output layer gets "
+            "(baseline: 20-30%), and the ReLU units go quiet one after another until none is left.",
     cause="Every weight matrix starts 10x smaller than its fan-in scaled default "
           "(about what a fixed N(0, 0.01) init gives here). Each layer shrinks the "
           "signal on the way forward and the gradient on the way back, so every "
@@ -128,12 +128,12 @@ INIT_TOO_SMALL = Fault(
     probe=(Scale("lr", 10),),
     instrument="gradients",
     signature=Signature((
-        C("first_layer_grad_share", False, 0.2, "first-layer over last-layer gradient",
-          "backward through weights 10x too small shrinks the gradient layer by layer; "
-          "in the baseline the first layer gets more gradient than the last (1.1-1.6), "
-          "5x above this threshold"),
+        C("first_layer_grad_share_start", False, 0.06,
+          "first-layer over last-layer gradient, first steps",
+          "backward through weights 10x too small shrinks the gradient by 10x per layer "
+          "crossed, from the very first step; the baseline's first layer starts with "
+          "a fifth to a third of the last layer's gradient, 3x above this threshold"),
         STUCK,
-        CALM,
         C("dead_start", False, 0.9, "dead ReLU share at step 0",
           "the units are alive at initialisation: a layer dead from step 0 is a bias "
           "problem, with no gradient at all", log=False, unit=0.05, role="guard"),

@@ -218,7 +218,6 @@ LR_DECAYED_TOO_EARLY = Fault(
         C("loss_progress", False, 0.8, "loss progress",
           "and the loss stalled short of where the baseline gets (0.89 or more)",
           log=False, unit=0.05, role="effect"),
-        CALM,
     ), "the steps shrank by orders of magnitude while the loss was still high - is "
        "the learning rate decayed too early?"),
     outcome=Signature((
