@@ -6,7 +6,7 @@ from ..faults import Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import INPUTS_SCALED, LEARNS, STUCK
+from .conditions import FINITE, INPUTS_SCALED, LEARNS, STUCK
 
 SATURATED_SIGMOID = Fault(
     name="saturated_sigmoid",
@@ -137,6 +137,12 @@ INIT_TOO_SMALL = Fault(
         C("dead_start", False, 0.9, "dead ReLU share at step 0",
           "the units are alive at initialisation: a layer dead from step 0 is a bias "
           "problem, with no gradient at all", log=False, unit=0.05, role="guard"),
+        FINITE,
+        INPUTS_SCALED,
+        C("input_is_tokens", False, 0.5, "token-id inputs",
+          "dense inputs: an embedding's gradient is sparse per token, so its ratio to "
+          "the last layer's says nothing about init scale", log=False, required=False,
+          role="guard"),
     ), "the gradient fades on its way back to the first layer - is the "
        "initialisation too small?"),
     outcome=Signature((
