@@ -501,3 +501,40 @@ LAB_ONLY = frozenset({
 def measure(history: pd.DataFrame, names=None) -> dict[str, float]:
     """Every named quantity (or those in `names`) of one history."""
     return {n: QUANTITIES[n](history) for n in (names or QUANTITIES)}
+
+
+# --- added for the rest of the course's causes (registered below) ----------------------
+
+def val_acc_early(h):
+    """Best validation accuracy over the first 20% of the steps: a model that is nearly
+    perfect this early found a shortcut (a healthy run climbs for hundreds of steps)."""
+    s = _values(h, "val_acc")
+    if s is None or "step" not in h:
+        return NAN
+    steps = h.loc[s.index, "step"]
+    early = s[steps <= LATE * float(h["step"].max())]
+    return float(early.max()) if len(early) else NAN
+
+
+def step_size_change(h):
+    """How the step per unit of gradient (update norm / gradient norm: the effective
+    learning rate) changed: its median over the last 20% over its median over the first
+    5%.  About 1 at a constant rate; a decayed rate shows as the decay factor."""
+    if "update_norm" not in h or "grad_norm" not in h:
+        return NAN
+    g = h["grad_norm"]
+    per_gradient = _finite(h["update_norm"] / g.where(g > 0))
+    if len(per_gradient) < 2 * MIN_WINDOW:
+        return NAN
+    start, end = _median(_head(per_gradient)), _median(_tail(per_gradient))
+    return end / start if start > 0 else NAN
+
+
+def first_layer_grad_share_start(h):
+    """first_layer_grad_share over the first 5% of the steps: how the initialised
+    network passes gradient back, before training (or dying units) changes it."""
+    return first_layer_grad_share(h.iloc[:_window(len(h), EARLY)])
+
+
+QUANTITIES.update({f.__name__: f for f in (val_acc_early, step_size_change,
+                                           first_layer_grad_share_start)})

@@ -17,6 +17,7 @@ LABELS = ("aligned", "shuffled")
 OUTPUTS = ("logits", "softmax")
 LOADERS = ("batched", "per_sample")
 ZERO_GRAD_AT = ("before_backward", "before_step")
+REDUCTIONS = ("mean", "sum")
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Recipe:
     shuffle: bool = True  # reshuffle every epoch; the raw data are stored sorted by class
     balanced_sampling: bool = False  # draw every class equally often (oversample rare ones)
     loader: str = "batched"  # "per_sample" preprocesses each sample in Python, then collates
+    leak_label: bool = False  # the last feature is recorded after the outcome: it encodes y
 
     # --- model ----------------------------------------------------------------------
     hidden: int = 64  # width of the hidden layers
@@ -60,10 +62,14 @@ class Recipe:
     zero_grad: bool = True  # clear gradients before each backward pass
     zero_grad_at: str = "before_backward"  # "before_step" clears them after backward
     grad_clip: float = 0.0  # clip the global gradient norm to this value (0 = off)
+    lr_decay_every: int = 0  # StepLR: multiply the rate by 0.1 every this many steps (0 = off)
+    loss_reduction: str = "mean"  # "sum" adds the per-sample losses instead of averaging
+    negate_loss: bool = False  # minimise -loss, i.e. climb the loss
 
     # --- numerics -------------------------------------------------------------------
     dtype: str = "float32"  # autocast compute dtype: "float32" (off), "float16", "bfloat16"
     loss_scaling: bool = False  # dynamic loss scaling with torch.amp.GradScaler
+    scaler_growth_interval: int = 2000  # GradScaler: clean steps before the scale doubles
 
     # --- evaluation -----------------------------------------------------------------
     eval_every: int = 10  # validate every this many steps (and at the last step)
@@ -86,7 +92,7 @@ _SEQUENCE = dict(task="sequence", n_train=2000, n_val=500, hidden=32, dropout=0.
 _TASK_ONLY = {
     "tabular": {"normalize_inputs": True, "nan_rows": 0, "impute_missing": False,
                 "sigmoid_gain": 1.0, "relu_bias": 0.0, "dropout": 0.0, "depth": 0,
-                "residual_scale": 1.0},
+                "residual_scale": 1.0, "leak_label": False},
     "sequence": {"mask_padding": True, "mask_inverted": False},
 }
 
@@ -228,6 +234,10 @@ def _problems(r: Recipe):
         _choice("output", r.output, OUTPUTS),
         _choice("loader", r.loader, LOADERS),
         _choice("zero_grad_at", r.zero_grad_at, ZERO_GRAD_AT),
+        _choice("loss_reduction", r.loss_reduction, REDUCTIONS),
+        _number("lr_decay_every", r.lr_decay_every, 0, 1_000_000, integer=True),
+        _number("scaler_growth_interval", r.scaler_growth_interval, 1, 1_000_000,
+                integer=True),
         _number("n_train", r.n_train, 16, 1_000_000, integer=True),
         _number("n_val", r.n_val, 16, 1_000_000, integer=True),
         _number("train_label_shift", r.train_label_shift, 0, 2, integer=True),
@@ -251,7 +261,8 @@ def _problems(r: Recipe):
         _number("eval_every", r.eval_every, 1, 1_000_000, integer=True),
     ]
     for name in ("normalize_inputs", "impute_missing", "shuffle", "mask_padding",
-                 "mask_inverted", "zero_grad", "balanced_sampling", "loss_scaling", "eval_mode"):
+                 "mask_inverted", "zero_grad", "balanced_sampling", "loss_scaling", "eval_mode",
+                 "leak_label", "negate_loss"):
         value = getattr(r, name)
         if not isinstance(value, bool):
             checks.append(f"{name} must be True or False, got {value!r}")

@@ -64,7 +64,9 @@ def build(recipe: Recipe, seed: int = 0) -> Parts:
     loader = data.make_loader(dataset, recipe.batch_size, recipe.shuffle, seed, per_sample,
                               balanced=recipe.balanced_sampling)
     val = (prepared.X_val, prepared.y_val)
-    return Parts(model, optimizer, nn.CrossEntropyLoss(), loader, val, recipe, seed)
+    # "sum" adds the batch's per-sample losses: the gradient grows with the batch size.
+    loss_fn = nn.CrossEntropyLoss(reduction=recipe.loss_reduction)
+    return Parts(model, optimizer, loss_fn, loader, val, recipe, seed)
 
 
 def run(recipe_or_name: Recipe | str, *, seed: int = 0, steps: int | None = None,
@@ -91,7 +93,11 @@ def _train(parts: Parts, preset: str):
     recipe, model, optimizer, loss_fn = parts.recipe, parts.model, parts.optimizer, parts.loss_fn
     amp_dtype = getattr(torch, recipe.dtype)
     use_amp = recipe.dtype != "float32"
-    scaler = torch.amp.GradScaler("cpu", enabled=recipe.loss_scaling)
+    scaler = torch.amp.GradScaler("cpu", enabled=recipe.loss_scaling,
+                                  growth_interval=recipe.scaler_growth_interval)
+    # A StepLR counts scheduler.step() calls; this loop calls it once per optimizer step.
+    schedule = (torch.optim.lr_scheduler.StepLR(optimizer, recipe.lr_decay_every, gamma=0.1)
+                if recipe.lr_decay_every else None)
     batches = endless_batches(parts.train_loader)
     first_bad = None
     with Monitor(model, optimizer, preset=preset) as mon:
@@ -103,6 +109,8 @@ def _train(parts: Parts, preset: str):
             with torch.autocast("cpu", dtype=amp_dtype, enabled=use_amp):
                 logits = model(X)  # (B, classes)
             loss = loss_fn(logits.float(), y)
+            if recipe.negate_loss:
+                loss = -loss  # a log-likelihood to maximise, handed to a minimiser
             t2 = time.perf_counter()
             if recipe.zero_grad and recipe.zero_grad_at == "before_backward":
                 optimizer.zero_grad(set_to_none=True)  # forget this and gradients accumulate
@@ -115,6 +123,8 @@ def _train(parts: Parts, preset: str):
                 nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
             scaler.step(optimizer)  # skips the step if fp16 gradients overflowed
             scaler.update()
+            if schedule is not None:
+                schedule.step()  # per batch: a schedule written in epochs decays far too soon
             t4 = time.perf_counter()
             extra = dict(t_data=t1 - t0, t_forward=t2 - t1, t_backward=t3 - t2, t_step=t4 - t3,
                          batch_acc=_accuracy(logits, y), label_purity=_purity(y))

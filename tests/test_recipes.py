@@ -35,6 +35,12 @@ def test_diff_names_exactly_the_changed_fields():
     ("steps", 0, "steps must be an integer"),
     ("minority_fraction", 0.0, "minority_fraction must be a number"),
     ("train_label_shift", 3, "train_label_shift must be an integer in"),
+    ("lr_decay_every", -1, r"lr_decay_every must be an integer in \[0, 1000000\]"),
+    ("lr_decay_every", 2.5, "lr_decay_every must be an integer"),
+    ("loss_reduction", "max", r"loss_reduction must be one of \('mean', 'sum'\)"),
+    ("negate_loss", 1, "negate_loss must be True or False"),
+    ("leak_label", "yes", "leak_label must be True or False"),
+    ("scaler_growth_interval", 0, r"scaler_growth_interval must be an integer in \[1, "),
 ])
 def test_a_bad_value_names_the_field_and_the_allowed_range(field, value, message):
     with pytest.raises(ValueError, match=message):
@@ -46,6 +52,8 @@ def test_switches_of_the_other_task_are_refused():
         fl.baseline("tabular").replace(mask_padding=False)
     with pytest.raises(ValueError, match="normalize_inputs applies to the tabular task only"):
         fl.baseline("sequence").replace(normalize_inputs=False)
+    with pytest.raises(ValueError, match="leak_label applies to the tabular task only"):
+        fl.baseline("sequence").replace(leak_label=True)
 
 
 def test_loss_scaling_without_float16_is_refused():
@@ -90,3 +98,9 @@ def test_the_largest_seed_is_accepted():
 def test_parse_seeds_refuses_seeds_torch_cannot_take_or_too_many(text, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         fl.parse_seeds(text)
+
+
+def test_the_new_switches_default_to_the_unchanged_baseline():
+    base = fl.baseline()
+    assert (base.lr_decay_every, base.loss_reduction, base.negate_loss, base.leak_label,
+            base.scaler_growth_interval) == (0, "mean", False, False, 2000)

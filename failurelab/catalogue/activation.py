@@ -6,7 +6,7 @@ from ..fault import Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import ALL_CONNECTED, INPUTS_SCALED, STEPS_SANE, STUCK, UNHEALTHY
+from .conditions import ALL_CONNECTED, FINITE, INPUTS_SCALED, STEPS_SANE, STUCK, UNHEALTHY
 
 SATURATED_SIGMOID = Fault(
     name="saturated_sigmoid",
@@ -115,4 +115,52 @@ BAD_INIT = Fault(
     ), "the rate changes nothing at step 0: it is the initialisation"),
 )
 
-FAULTS = (SATURATED_SIGMOID, DEAD_RELU, BAD_INIT)
+INIT_TOO_SMALL = Fault(
+    name="init_too_small",
+    title="Weights initialised 10x too small",
+    family="activation", task="tabular", shape="plateau", phenomenon="B",
+    symptom="The loss sits at chance level (ln 3) from the first step to the last, "
+            "the first layer receives 1-2% of the gradient the output layer gets "
+            "(baseline: 20-30%), and the ReLU units go quiet one after another until none is left.",
+    cause="Every weight matrix starts 10x smaller than its fan-in scaled default "
+          "(about what a fixed N(0, 0.01) init gives here). Each layer shrinks the "
+          "signal on the way forward and the gradient on the way back, so every "
+          "sample looks alike to the later layers: they learn only the class "
+          "frequencies, the output bias absorbs them, and the ReLU units drift off "
+          "for good. Near zero weights the network sits at a saddle point.",
+    experiment="Multiply the learning rate by 10: the loss still does not move and "
+               "the first layer's share of the gradient stays under a fifth. A "
+               "too-small rate would respond; a gradient that vanishes in the "
+               "weights does not.",
+    fix="Keep fan-in scaled (Kaiming/Xavier) initialisation instead of a fixed "
+        "small std, and compare each layer's gradient norm at step 0.",
+    edit=(Set("init_scale", 0.1),),
+    repair=(Set("init_scale", 1.0),),
+    probe=(Scale("lr", 10),),
+    instrument="gradients",
+    signature=Signature((
+        C("first_layer_grad_share_start", False, 0.06,
+          "first-layer over last-layer gradient, first steps",
+          "backward through weights 10x too small shrinks the gradient by 10x per layer "
+          "crossed, from the very first step; the baseline's first layer starts with "
+          "a fifth to a third of the last layer's gradient, 3x above this threshold"),
+        STUCK,
+        C("dead_start", False, 0.9, "dead ReLU share at step 0",
+          "the units are alive at initialisation: a layer dead from step 0 is a bias "
+          "problem, with no gradient at all", log=False, unit=0.05, role="guard"),
+        FINITE,
+        INPUTS_SCALED,
+        C("input_is_tokens", False, 0.5, "token-id inputs",
+          "dense inputs: an embedding's gradient is sparse per token, so its ratio to "
+          "the last layer's says nothing about init scale", log=False, required=False,
+          role="guard"),
+    ), "the gradient fades on its way back to the first layer - is the "
+       "initialisation too small?"),
+    outcome=Signature((
+        STUCK,
+        C("first_layer_grad_share", False, 0.2, "first-layer over last-layer gradient",
+          "still vanishing at ten times the rate"),
+    ), "a larger rate changes nothing: the gradient vanishes in the weights"),
+)
+
+FAULTS = (SATURATED_SIGMOID, DEAD_RELU, BAD_INIT, INIT_TOO_SMALL)

@@ -260,5 +260,45 @@ OVERFITTING = Fault(
     ), "regularisation stops the climb: it was overfitting"),
 )
 
+LABEL_LEAKAGE = Fault(
+    name="label_leakage",
+    title="A feature recorded after the outcome (label leakage)",
+    family="data", task="tabular", shape="healthy", phenomenon=None,
+    symptom="The curve is too good to be true: validation accuracy is near perfect "
+            "after a few dozen steps, on a task where the baseline climbs for hundreds "
+            "of steps and never passes 0.98; the training loss falls almost to zero.",
+    cause="One column is filled in only once the outcome is known (a case status, a "
+          "chargeback flag), so it encodes the label. The validation split comes from "
+          "the same table and carries it too, so validation cannot see the problem: "
+          "the model reads the answer instead of learning the task, and will fail in "
+          "use, where that column does not exist yet at decision time.",
+    experiment="Drop the suspect column and train again, changing nothing else: "
+               "validation accuracy falls back to the baseline's slow climb and stays "
+               "below 0.98. The perfect score came from that one feature.",
+    fix="For every feature ask 'is it known at decision time?'; drop those filled in "
+        "after the outcome, and split validation by time so leaks cannot hide.",
+    edit=(Set("leak_label", True),),
+    repair=(Set("leak_label", False),),
+    probe=(Set("leak_label", False),),
+    instrument="accuracy",
+    signature=Signature((
+        C("val_acc_early", True, 0.99, "best validation accuracy in the first 20% of steps",
+          "near perfect within 60 steps: the baseline needs all 300 steps to reach "
+          "0.96-0.97 and never passes 0.98; a shortcut, not learning", log=False,
+          unit=0.005),
+        C("loss_end", False, 0.03, "final training loss",
+          "and the training set is fitted almost exactly (baseline ends near 0.1)",
+          role="effect"),
+        FINITE,
+    ), "too good to be true: near-perfect validation within a few steps - is a "
+       "feature known only after the outcome (label leakage)?"),
+    outcome=Signature((
+        C("val_acc_early", False, 0.98, "best validation accuracy in the first 20% of "
+          "steps", "without the column the model must learn the task, slowly",
+          log=False, unit=0.005),
+    ), "without the suspect column the shortcut is gone"),
+)
+
 FAULTS = (SHUFFLED_LABELS, NO_INPUT_NORM, NAN_IN_DATA, NO_SHUFFLE, LABEL_OFFSET,
-          CLASS_IMBALANCE, OVERFITTING)
+          CLASS_IMBALANCE, OVERFITTING, LABEL_LEAKAGE)
+

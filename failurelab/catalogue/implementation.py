@@ -183,4 +183,76 @@ INVERTED_PADDING_MASK = Fault(
     ), "without the mask the model learns: the mask hid the tokens"),
 )
 
-FAULTS = (NO_ZERO_GRAD, ZERO_GRAD_MISPLACED, WRONG_LOSS, BAD_PADDING_MASK, INVERTED_PADDING_MASK)
+SUMMED_LOSS = Fault(
+    name="summed_loss",
+    title="Loss summed over the batch instead of averaged",
+    family="implementation", task="tabular", shape="diverging", phenomenon="A",
+    symptom="The very first loss is about 70 instead of ln 3 = 1.1, although the "
+            "fresh model's predictions are nearly uniform; the first steps are huge, "
+            "the loss climbs and the ReLU units die.",
+    cause="CrossEntropyLoss(reduction='sum') adds the 64 per-sample losses, so the "
+          "loss and its gradient are 64x those of the mean. With SGD that is a "
+          "learning rate 64x too large, and it changes whenever the batch size does.",
+    experiment="Halve the batch size: the first loss halves too (about 35 = 32 x "
+               "ln 3). A mean loss does not depend on the batch size; a sum grows "
+               "with it. A too-large rate would leave the first loss at 1.1.",
+    fix="Average the loss over the batch (reduction='mean'), or divide the summed "
+        "loss by the number of samples (or tokens) it adds up.",
+    edit=(Set("loss_reduction", "sum"),),
+    repair=(Set("loss_reduction", "mean"),),
+    probe=(Scale("batch_size", 0.5),),
+    signature=Signature((
+        C("loss_start", True, 5, "loss at step 0",
+          "a mean cross-entropy of near-neutral predictions is about ln K (1.1 here; "
+          "under 5 for up to 20 classes even with logit std 1); 5 or more is a sum"),
+        C("output_scale_start", False, 3, "logit std at step 0",
+          "the predictions are near neutral, so a large first loss is not confident "
+          "mistakes (baseline 0.05-0.09; an oversized init starts at 3 or more)",
+          role="guard"),
+    ), "the first loss is far above ln K for near-neutral predictions - is the loss "
+       "summed over the batch instead of averaged?"),
+    outcome=Signature((
+        C("loss_start", True, 5, "loss at step 0", "still a sum"),
+        C("loss_start", False, 50, "loss at step 0",
+          "half the samples, half the loss: 32 x ln 3 = 35"),
+    ), "the first loss halves with the batch: it is a sum over samples"),
+)
+
+NEGATED_LOSS = Fault(
+    name="negated_loss",
+    title="Loss with the wrong sign: the optimizer climbs it",
+    family="implementation", task="tabular", shape="nonfinite", phenomenon=None,
+    symptom="The training loss starts at -1.1 and plunges towards minus infinity "
+            "until it overflows, while validation accuracy drops below chance and the "
+            "validation loss explodes.",
+    cause="A log-likelihood meant to be maximised was handed to a minimiser without "
+          "its minus sign (or the loss was negated twice). Minimising -CE maximises "
+          "the cross-entropy: the model pushes its logits away from the true class "
+          "ever harder, without bound.",
+    experiment="Divide the learning rate by 10: the loss still falls below zero and "
+               "heads the same way. A cross-entropy cannot be negative at any rate; "
+               "its sign is wrong.",
+    fix="Minimise the cross-entropy itself (or -log-likelihood), and check that the "
+        "first loss is +ln K.",
+    edit=(Set("negate_loss", True),),
+    repair=(Set("negate_loss", False),),
+    probe=(Scale("lr", 0.1),),
+    signature=Signature((
+        C("loss_start", False, 0.0, "loss at step 0",
+          "a cross-entropy is never negative and starts near +ln K (1.1); a negative "
+          "first loss has the wrong sign", log=False, unit=0.1),
+        C("val_loss_rise", True, 1.0, "validation loss rise from its minimum",
+          "and the model moves away from the labels (healthy runs end within 0.07 of "
+          "their minimum)", role="effect"),
+    ), "the loss is negative and validation gets worse - does the loss have the "
+       "wrong sign?"),
+    outcome=Signature((
+        C("loss_end", False, -1.0, "final training loss",
+          "at a tenth of the rate the loss still falls below zero", log=False,
+          unit=0.1),
+    ), "a smaller rate does not change the direction: the sign is wrong"),
+)
+
+FAULTS = (NO_ZERO_GRAD, ZERO_GRAD_MISPLACED, WRONG_LOSS, BAD_PADDING_MASK, INVERTED_PADDING_MASK, SUMMED_LOSS,
+          NEGATED_LOSS)
+

@@ -214,5 +214,43 @@ EXPLODING_GRADIENTS = Fault(
     ), "clipping removes the NaN, not the explosion"),
 )
 
+LR_DECAYED_TOO_EARLY = Fault(
+    name="lr_decayed_too_early",
+    title="A per-epoch step schedule stepped every batch (rate /10 every 30 steps)",
+    family="optimization", task="tabular", shape="plateau", phenomenon="B",
+    symptom="The loss falls normally for the first few dozen steps, then flattens "
+            "far above the baseline's and stays there; the steps shrink by orders of "
+            "magnitude while the gradients keep their size.",
+    cause="StepLR(step_size=30, gamma=0.1) is the classic 'divide by 10 every 30 "
+          "epochs' schedule, but scheduler.step() is called after every batch, so the "
+          "rate is divided by 10 every 30 steps: after 100 steps it is 1000x smaller "
+          "and training freezes before the model has learned.",
+    experiment="Train three times as long: the loss ends where it was, because every "
+               "extra step is a billion times too small. A rate that was merely too "
+               "small from the start would keep improving, and it never was large.",
+    fix="Step an epoch-based scheduler once per epoch (here: decay every 930 steps), "
+        "and plot the learning rate next to the loss.",
+    edit=(Set("lr_decay_every", 30),),
+    repair=(Set("lr_decay_every", 930),),  # 30 epochs of 31 batches
+    probe=(Scale("steps", 3),),
+    instrument="update_ratio",
+    signature=Signature((
+        C("step_size_change", False, 0.01, "change of the step per unit of gradient",
+          "the effective rate fell 100x or more during the run; at a constant rate it "
+          "stays within a few x (momentum and noise)"),
+        C("loss_progress", False, 0.8, "loss progress",
+          "and the loss stalled short of where the baseline gets (0.89 or more)",
+          log=False, unit=0.05, role="effect"),
+    ), "the steps shrank by orders of magnitude while the loss was still high - is "
+       "the learning rate decayed too early?"),
+    outcome=Signature((
+        C("step_size_change", False, 0.01, "change of the step per unit of gradient",
+          "the schedule keeps shrinking the steps"),
+        C("loss_progress", False, 0.8, "loss progress",
+          "three times the steps, still stalled", log=False, unit=0.05),
+    ), "more steps do not help: the decayed rate froze training"),
+)
+
 FAULTS = (HUGE_LR, LR_TOO_SMALL, DROPOUT_TOO_STRONG, WEIGHT_DECAY_TOO_LARGE, BATCH_TOO_SMALL,
-          EXPLODING_GRADIENTS)
+          EXPLODING_GRADIENTS, LR_DECAYED_TOO_EARLY)
+
