@@ -1,0 +1,135 @@
+"""The zoo's faults, written the way users write them.  A fault is data: the knob it
+sets (see `zoo/knobs.py`), the values it sets it to (its severities), any knobs it
+also fixes, and which families and optimizers it applies to.
+
+`EXPECTED_CAUSE` is the one place that says which catalogue fault `fl.diagnose` should
+name for each zoo fault (None: the failure is outside the catalogue).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .families import DROPOUT, FAMILIES_BY_NAME, FLOAT, LOGITS, OPTIMIZERS, PAIRED, RELU, RESIDUAL, SATURATING
+
+# zoo fault -> catalogue fault it really has the mechanism of (None: outside the catalogue)
+EXPECTED_CAUSE = {
+    "no_zero_grad": "no_zero_grad",
+    "zero_grad_misplaced": "zero_grad_misplaced",  # added to the catalogue by diagnosis
+    "huge_lr": "huge_lr",
+    "lr_too_small": "lr_too_small",
+    "shuffled_labels": "shuffled_labels",
+    "no_input_norm": "no_input_norm",
+    "nan_in_data": "nan_in_data",
+    "wrong_loss": "wrong_loss",
+    "fp16_no_scaling": "fp16_no_scaling",
+    "saturated_sigmoid": "saturated_sigmoid",
+    "dead_relu": "dead_relu",
+    "bad_init": "bad_init",
+    "weight_decay_too_large": "weight_decay_too_large",
+    "dropout_too_strong": "dropout_too_strong",
+    "exploding_gradients": "exploding_gradients",
+    "frozen_params": None,
+    "detached_graph": None,
+    "unsafe_log_loss": None,
+    "stale_optimizer": None,
+    "broadcast_mse": None,
+    "fp16_adam_eps": None,
+}
+
+
+@dataclass(frozen=True)
+class ZooFault:
+    name: str
+    cause: str | None  # the catalogue fault fl.diagnose should name; None: outside it
+    knob: str  # the Knobs field each severity sets
+    severities: tuple  # values of that knob, mildest first
+    description: str  # the bug, as a user would have written it
+    also: tuple = ()  # (knob, value) pairs set at every severity
+    needs: frozenset = frozenset()  # family traits required (see zoo/families.py)
+    families: tuple | None = None  # None: every family with `needs`
+    optimizers: tuple = OPTIMIZERS
+    habits: tuple = ()  # habits the fault needs to be observable (e.g. validation)
+    skip: tuple = ()  # (family, severity) pairs that do not exist
+
+    def applies(self, family: str, optimizer: str) -> bool:
+        traits = FAMILIES_BY_NAME[family].traits
+        return (self.needs <= traits and optimizer in self.optimizers
+                and (self.families is None or family in self.families))
+
+    def severities_for(self, family: str) -> tuple:
+        return tuple(s for s in self.severities if (family, s) not in self.skip)
+
+    def settings(self, severity) -> dict:
+        if severity not in self.severities:
+            raise ValueError(f"{self.name} has severities {self.severities}, got {severity!r}")
+        return {self.knob: severity, **dict(self.also)}
+
+
+_SGD = ("sgd", "momentum")
+# float16 runs on CPU in these (MultiheadAttention's padding mask breaks in half), and
+# their confident logits get gradients small enough to flush to 0 in float16
+_FP16 = ("gru", "resmlp", "bag", "cnn_bn")
+_FAULTS = (
+    ZooFault("no_zero_grad", None, "zero_grad", ("never", "each_epoch"),
+             "optimizer.zero_grad() forgotten, or called only once per epoch (32 steps)"),
+    ZooFault("zero_grad_misplaced", None, "zero_grad", ("misplaced", "misplaced_keep"),
+             "optimizer.zero_grad() between backward() and step(): every gradient is 0 at "
+             "the step (set_to_none=True, or False: zeros kept)"),
+    ZooFault("huge_lr", None, "lr_factor", (30.0, 300.0), "learning rate 30x / 300x the "
+             "family's healthy rate"),
+    ZooFault("lr_too_small", None, "lr_factor", (1e-3, 1e-4), "learning rate 1000x / "
+             "10000x below the family's healthy rate"),
+    ZooFault("shuffled_labels", None, "shuffled_rows", (0.5, 1.0), "X shuffled alone "
+             "(X = X[perm] without y) for half / all of the training rows",
+             needs=frozenset({PAIRED})),
+    ZooFault("no_input_norm", None, "raw_decades", (3.0, 6.0), "inputs left in raw units "
+             "whose scales span 3 / 6 decades (no standardisation)",
+             needs=frozenset({FLOAT})),
+    ZooFault("nan_in_data", None, "nan_rows", (0.01, 0.1), "NaN in one feature of 1% / "
+             "10% of the training rows", needs=frozenset({FLOAT})),
+    ZooFault("wrong_loss", None, "output", ("probs", "probs_nll"), "nn.Softmax (nn.Sigmoid "
+             "for BCE) at the end of the model, fed to the logits loss; or nn.Softmax fed "
+             "to NLLLoss, which expects log-probabilities", needs=frozenset({LOGITS}),
+             skip=(("binary", "probs_nll"),)),
+    ZooFault("fp16_no_scaling", None, "fp16", ("half", "autocast"), "float16 without a "
+             "GradScaler: model.half() with half inputs, or torch.autocast('cpu', "
+             "torch.float16) around the forward", optimizers=_SGD, families=_FP16),
+    ZooFault("saturated_sigmoid", None, "saturating_gain", (10.0, 30.0), "the weights "
+             "feeding the sigmoid/tanh layer initialised 10x / 30x too large",
+             needs=frozenset({SATURATING})),
+    ZooFault("dead_relu", None, "relu_bias", (-3.0, -10.0), "a bias of -3 / -10 added to "
+             "the layer feeding the first ReLU", needs=frozenset({RELU})),
+    ZooFault("bad_init", None, "init_scale", (10.0, 30.0), "every weight matrix "
+             "initialised 10x / 30x larger than PyTorch's default"),
+    ZooFault("weight_decay_too_large", None, "decay_per_step", (0.02, 0.1), "weight_decay "
+             "so large that lr x weight_decay is 2% / 10% per step (coupled L2 for SGD, "
+             "Adam and RMSprop; decoupled for AdamW)"),
+    ZooFault("dropout_too_strong", None, "dropout", (0.75, 0.9), "dropout p = 0.75 / 0.9",
+             needs=frozenset({DROPOUT}), habits=("val",)),
+    ZooFault("exploding_gradients", None, "depth", (16, 32), "the residual stack 16 / 32 "
+             "blocks deep without LayerNorm or residual scaling, at the shallow rate",
+             also=(("normalized", False),), needs=frozenset({RESIDUAL})),
+    ZooFault("frozen_params", None, "frozen", ("requires_grad", "optimizer"),
+             "all but the head frozen: requires_grad=False, or left out of the optimizer"),
+    ZooFault("detached_graph", None, "cut", (0.5, 1.0), "an accidental .detach() halfway "
+             "through the body / right before the head"),
+    ZooFault("unsafe_log_loss", None, "temperature", (0.05, 0.01), "a hand-written "
+             "softmax cross-entropy, -log(exp(z/T)[y] / exp(z/T).sum()), at temperature "
+             "0.05 / 0.01 (as in distillation or contrastive code): exp overflows, NaN",
+             also=(("loss", "unsafe_softmax"),), needs=frozenset({LOGITS}),
+             families=("cnn_bn", "gru", "attention", "resmlp", "bag")),
+    ZooFault("stale_optimizer", None, "stale_optimizer", ("rebuilt", "deepcopy"), "the "
+             "optimizer holds another model's parameters: the model was re-created after "
+             "it (a re-run notebook cell), or the loop trains a copy.deepcopy of it"),
+    ZooFault("broadcast_mse", None, "target_shape", ("flat_targets", "flat_outputs"),
+             "MSELoss of (B, 1) outputs against (B,) targets, or of (B,) outputs against "
+             "(B, 1) targets: broadcasting to (B, B) fits the mean",
+             families=("regressor",)),
+    ZooFault("fp16_adam_eps", None, "loss_divisor", (1.0, 16.0), "model.half() under "
+             "Adam/RMSprop, the loss divided by 1 / 16: eps=1e-8 rounds to 0 in float16, "
+             "so a gradient entry of 0 steps by 0/0 = NaN", also=(("fp16", "half"),),
+             optimizers=("adam", "adamw", "rmsprop"),
+             families=_FP16),
+)
+FAULTS = {f.name: replace(f, cause=EXPECTED_CAUSE[f.name]) for f in _FAULTS}

@@ -1,0 +1,136 @@
+"""The zoo: its API, bitwise reproducibility, healthy runs that learn in every family,
+and faults that are physically present in the loop (not just named)."""
+
+import math
+import time
+
+import pandas as pd
+import pytest
+import torch
+
+from failurelab import zoo
+from failurelab.zoo.parts import build
+
+LEARNS = 0.6  # healthy: the last 10 steps' mean loss under 60% of the first 10 steps'
+SLOW_RUN_S = 30.0  # generous bound for one run on a loaded 2-core machine (not a speed test)
+
+
+def _run(case):
+    started = time.perf_counter()
+    history = zoo.run(case)
+    assert time.perf_counter() - started < SLOW_RUN_S, case.id
+    return history
+
+
+def _case(family, fault, severity, optimizer=None, habits=()):
+    fault_ = zoo.FAULTS[fault]
+    optimizer = optimizer or next(o for o in zoo.OPTIMIZERS if fault_.applies(family, o))
+    return zoo.Case(family, optimizer, fault, severity, seed=0, habits=habits)
+
+
+def test_api_has_the_contracts_names():
+    assert len(zoo.FAMILIES) >= 6
+    assert set(zoo.OPTIMIZERS) >= {"sgd", "momentum", "adam", "adamw", "rmsprop"}
+    for name, fault in zoo.FAULTS.items():
+        assert fault.name == name and fault.cause == zoo.EXPECTED_CAUSE[name]
+        assert len(fault.severities) >= 2, name
+        assert any(fault.applies(f, o) for f in zoo.FAMILIES for o in zoo.OPTIMIZERS), name
+    case = zoo.Case("gru", "adam", "huge_lr", 30.0, seed=1, habits=("val",))
+    assert case.expected == "huge_lr" and "gru" in case.id and "huge_lr" in case.id
+    assert zoo.Case("gru", "adam", "frozen_params", "optimizer").expected == "outside"
+    assert zoo.Case("gru", "adam").expected == "healthy"
+    loop = build(case)
+    x, y = loop.next_batch(0)
+    assert len(x) == len(y) and loop.steps > 0 and loop.val is not None
+
+
+def test_bad_cases_are_refused_with_the_known_names():
+    with pytest.raises(ValueError, match="known"):
+        zoo.Case("resnet", "adam")
+    with pytest.raises(ValueError, match="severities"):
+        zoo.Case("gru", "adam", "huge_lr", 7.0)
+    with pytest.raises(ValueError, match="does not apply"):
+        zoo.Case("autoencoder", "adam", "shuffled_labels", 1.0)
+
+
+def test_population_holds_every_faults_healthy_control():
+    population = zoo.cases()
+    ids = {c.id for c in population}
+    faulty = [c for c in population if c.fault is not None]
+    assert {c.fault for c in faulty} == set(zoo.FAULTS)
+    assert all(zoo.control(c).id in ids for c in faulty)
+    healthy = [c for c in population if c.fault is None]
+    assert len({(c.family, c.optimizer, c.seed) for c in healthy}) >= 7 * 3 * 3
+
+
+def test_same_case_gives_a_bitwise_identical_history():
+    case = zoo.Case("binary", "adam", seed=2, habits=("val", "clip", "cosine", "accum", "extras"))
+    torch.manual_seed(123)
+    first = zoo.run(case)
+    torch.rand(5)  # the caller's RNG state must not matter
+    pd.testing.assert_frame_equal(first, zoo.run(case), check_exact=True)
+    assert {"val_loss", "val_acc", "lr", "batch_acc"} <= set(first.columns)
+
+
+@pytest.mark.parametrize("family", zoo.FAMILIES)
+def test_every_family_learns_when_healthy(family):
+    optimizer = zoo.OPTIMIZERS[zoo.FAMILIES.index(family) % len(zoo.OPTIMIZERS)]
+    loss = _run(zoo.Case(family, optimizer, seed=1)).loss
+    assert loss.iloc[-10:].mean() < LEARNS * loss.iloc[:10].mean()
+
+
+def test_misplaced_zero_grad_leaves_every_gradient_zero_at_the_step():
+    for severity in zoo.FAULTS["zero_grad_misplaced"].severities:
+        h = _run(_case("regressor", "zero_grad_misplaced", severity))
+        assert (h.zero_grad_frac == 1).all() and (h.update_norm == 0).all()
+
+
+def test_forgotten_zero_grad_sums_the_gradients():
+    h = _run(_case("autoencoder", "no_zero_grad", "never", optimizer="sgd"))
+    assert h.grad_cosine.iloc[20:].median() > 0.95  # a running sum changes by 1 term in t
+    assert h.grad_norm.iloc[-1] > 5 * h.grad_norm.iloc[0]
+
+
+def test_raw_units_spread_the_input_scales_over_decades():
+    for severity in zoo.FAULTS["no_input_norm"].severities:
+        h = _run(_case("regressor", "no_input_norm", severity, optimizer="adam"))
+        assert h.input_std_ratio.median() > 10 ** (severity - 1)
+
+
+def test_nan_rows_reach_the_model():
+    h = _run(_case("gru", "nan_in_data", 0.01))
+    assert h.input_nonfinite.sum() > 0 and not math.isfinite(h.loss.iloc[-1])
+
+
+def test_half_model_has_float16_parameters_and_autocast_float16_outputs():
+    loop = build(_case("resmlp", "fp16_no_scaling", "half"))
+    assert all(p.dtype == torch.float16 for p in loop.model.parameters())
+    assert loop.next_batch(0)[0].dtype == torch.float16
+    h = _run(_case("gru", "fp16_no_scaling", "autocast"))
+    assert h.output_grad_min.min() >= 5.9e-8  # nothing below float16's smallest subnormal
+
+
+def test_shuffled_rows_keep_labels_but_move_inputs():
+    healthy = build(zoo.Case("bag", "adam"))
+    shuffled = build(_case("bag", "shuffled_labels", 0.5, optimizer="adam"))
+    (x0, y0), (x1, y1) = healthy.next_batch(0), shuffled.next_batch(0)
+    assert torch.equal(y0, y1)
+    moved = (x0 != x1).any(1).float().mean()
+    assert 0.3 < moved < 0.7  # half of the rows, less the few that drew themselves
+
+
+def test_dead_and_saturated_units_at_the_start():
+    dead = _run(_case("resmlp", "dead_relu", -10.0))
+    column = next(c for c in dead.columns if c.startswith("dead_frac/"))
+    assert dead[column].iloc[0] > 0.9
+    saturated = _run(_case("binary", "saturated_sigmoid", 30.0))
+    column = next(c for c in saturated.columns if c.startswith("saturated_frac/"))
+    assert saturated[column].iloc[0] > 0.5
+
+
+def test_outside_failures_are_physically_there():
+    stale = _run(_case("regressor", "stale_optimizer", "rebuilt"))
+    assert (stale.update_norm == 0).all()  # the monitored model's weights never move
+    frozen = build(_case("cnn_bn", "frozen_params", "requires_grad"))
+    trainable = [n for n, p in frozen.model.named_parameters() if p.requires_grad]
+    assert trainable and all(n.startswith("head.") for n in trainable)
