@@ -32,14 +32,15 @@ _LAZY = {
     "format_diff": "recipes", "parse_seeds": "recipes",
     "Run": "runs", "read_history": "runs", "save_history": "runs",
     "Parts": "train", "build": "train", "run": "train",
+    "Wild": "wild", "in_the_wild": "wild",
     "NotObservedYet": "worksheet", "PredictionLocked": "worksheet", "Worksheet": "worksheet",
 }
 
 __all__ = [
     "FAULTS", "Alert", "Diagnosis", "Experiment", "Fault", "Followup", "LRRangeResult",
     "Monitor", "Mystery", "NotObservedYet", "Parts", "PredictionLocked", "Recipe", "Reveal", "Run",
-    "Worksheet", "alerts", "answer_key", "baseline", "build", "check", "diagnose", "diff",
-    "experiment", "format_diff", "grade", "inject", "lr_range_test", "mystery",
+    "Wild", "Worksheet", "alerts", "answer_key", "baseline", "build", "check", "diagnose", "diff",
+    "experiment", "format_diff", "grade", "in_the_wild", "inject", "lr_range_test", "mystery",
     "parse_seeds", "plots", "read_history", "reveal", "run", "save_history",
 ]
 

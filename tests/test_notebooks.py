@@ -28,7 +28,8 @@ COURSE = (
     "00_instruments.ipynb", "01_first_four.ipynb", "02_data.ipynb",
     "03_optimization.ipynb", "04_activations_and_init.ipynb", "05_numerics.ipynb",
     "06_implementation_and_evaluation.ipynb", "07_lr_range_test.ipynb",
-    "08_slow_training.ipynb", "09_capstone.ipynb", "11_more_causes.ipynb",
+    "08_slow_training.ipynb", "09_capstone.ipynb", "10_in_the_wild.ipynb",
+    "11_more_causes.ipynb",
 )
 
 # COURSE.md §6: the questions a student must be able to answer from evidence.  Each
