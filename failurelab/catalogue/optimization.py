@@ -235,14 +235,14 @@ LR_DECAYED_TOO_EARLY = Fault(
     probe=(Scale("steps", 3),),
     instrument="update_ratio",
     signature=Signature((
-        C("step_size_change", False, 0.01, "change of the step per unit of gradient",
-          "the effective rate fell 100x or more during the run; at a constant rate it "
-          "stays within a few x (momentum and noise)"),
-        C("loss_progress", False, 0.8, "loss progress",
-          "and the loss stalled short of where the baseline gets (0.89 or more)",
-          log=False, unit=0.05, role="effect"),
-    ), "the steps shrank by orders of magnitude while the loss was still high - is "
-       "the learning rate decayed too early?"),
+        C("step_size_change_early", False, 0.01,
+          "step per unit of gradient at 30-40% of the run, over its start",
+          "the effective rate fell 100x before 40% of the run: a constant rate stays "
+          "within a few x (momentum, noise), a cosine schedule is still at 0.73 there, "
+          "so this is a schedule that decays far too early"),
+    ), "the steps shrank by orders of magnitude early in the run - is the learning "
+       "rate decayed too early (a scheduler stepped every batch instead of every "
+       "epoch)?"),
     outcome=Signature((
         C("step_size_change", False, 0.01, "change of the step per unit of gradient",
           "the schedule keeps shrinking the steps"),
