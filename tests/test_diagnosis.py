@@ -97,7 +97,9 @@ def test_an_economy_monitor_history_is_diagnosed_without_crashing():
     sparse = run.history[["step", "loss", "grad_norm", "update_ratio"]].copy()
     sparse.loc[sparse.step % 10 != 0, ["grad_norm", "update_ratio"]] = math.nan
     d = fl.diagnose(sparse)
-    assert d.shape == "diverging" and d.top == "huge_lr"
+    # Every 10th update ratio is too little to prove the mechanism: the answer is
+    # huge_lr or an honest "none fits", never another confident name.
+    assert d.shape == "diverging" and (d.top == "huge_lr" or d.confidence == "low"), str(d)
 
 
 def test_empty_and_single_step_histories_get_a_clear_message():

@@ -2,6 +2,7 @@
 
 import failurelab as fl
 from failurelab.lab import Followup
+from failurelab.signatures import fmt
 
 
 def test_a_fix_that_heals_says_healed_and_which_conditions_are_gone():
@@ -10,7 +11,8 @@ def test_a_fix_that_heals_says_healed_and_which_conditions_are_gone():
     text = str(fix)
     assert text.startswith("fix (lr: 3 → 0.1): ✓ healed")
     assert "✗" not in text and "as documented" not in text
-    assert "(fault: ≥ 0.1) ✓ gone" in text  # the measured ratio, against the fault's threshold
+    threshold = fl.FAULTS["huge_lr"].signature.conditions[0].threshold
+    assert f"(fault: ≥ {fmt(threshold)}) ✓ gone" in text  # against the fault's threshold
 
 
 def test_a_distinguishing_experiment_prints_its_change_without_float_noise():

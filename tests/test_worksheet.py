@@ -186,7 +186,8 @@ def test_observing_a_bare_history_without_a_recipe_works(path):
 
 
 def test_observing_an_unexplained_curve_records_no_cause(path):
-    run = short_run("tabular")  # 40 baseline steps: a plateau no signature explains
+    # A loss-only history that rises: unhealthy, and no signature can be checked on it.
+    run = pd.DataFrame({"step": range(60), "loss": [1.0 + 0.02 * i for i in range(60)]})
     seen = Worksheet(path).observe("early", run)
     assert fl.diagnose(run).top is None and seen.shape != "healthy"
     assert seen.cause is None

@@ -43,6 +43,10 @@ SATURATED_SIGMOID = Fault(
         INPUTS_SCALED,
         ALL_CONNECTED,
         STEPS_SANE,
+        C("nonfinite_losses", False, 0.5, "non-finite losses",
+          "saturated sigmoids bound their outputs and stall training; they cannot make "
+          "the loss overflow, so a run that did has another cause upstream", log=False,
+          role="guard"),
     ), "sigmoid units are saturated by their own weights, not by the inputs"),
     outcome=Signature((
         C("saturation_median", False, 0.05, "median saturated share",

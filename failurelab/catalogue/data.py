@@ -253,6 +253,9 @@ OVERFITTING = Fault(
           "0.07 of its minimum", log=False, unit=0.05),
         C("loss_end", False, 0.03, "final training loss",
           "while the training set is memorised (baseline ends near 0.1)"),
+        C("loss_start", True, 0.0, "loss at step 0",
+          "a loss that memorises is a non-negative error; a negative one has the wrong "
+          "sign, and an ever lower value then means nothing", log=False, role="guard"),
     ), "validation gets worse while the training set is memorised - overfitting"),
     outcome=Signature((
         C("val_loss_rise", False, 0.05, "validation loss rise from its minimum",

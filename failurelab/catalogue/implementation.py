@@ -187,6 +187,7 @@ SUMMED_LOSS = Fault(
     name="summed_loss",
     title="Loss summed over the batch instead of averaged",
     family="implementation", task="tabular", shape="diverging", phenomenon="A",
+    other_shapes=("stepwise",),  # the loss jumps, then the dead units hold it flat
     symptom="The very first loss is about 70 instead of ln 3 = 1.1, although the "
             "fresh model's predictions are nearly uniform; the first steps are huge, "
             "the loss climbs and the ReLU units die.",
@@ -209,6 +210,10 @@ SUMMED_LOSS = Fault(
           "the predictions are near neutral, so a large first loss is not confident "
           "mistakes (baseline 0.05-0.09; an oversized init starts at 3 or more)",
           role="guard"),
+        C("val_acc_best", True, 0.0, "validation accuracy recorded (a classifier)",
+          "a first loss far above ln K means a sum only for a classifier's "
+          "cross-entropy; a regression's MSE starts wherever its targets' scale puts it",
+          log=False, role="guard"),
     ), "the first loss is far above ln K for near-neutral predictions - is the loss "
        "summed over the batch instead of averaged?"),
     outcome=Signature((

@@ -218,6 +218,7 @@ LR_DECAYED_TOO_EARLY = Fault(
     name="lr_decayed_too_early",
     title="A per-epoch step schedule stepped every batch (rate /10 every 30 steps)",
     family="optimization", task="tabular", shape="plateau", phenomenon="B",
+    other_shapes=("healthy",),  # it keeps ~40% of its loss: the shape rules' healthy side
     symptom="The loss falls normally for the first few dozen steps, then flattens "
             "far above the baseline's and stays there; the steps shrink by orders of "
             "magnitude while the gradients keep their size.",
