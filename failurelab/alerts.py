@@ -78,7 +78,11 @@ def _grad_spike(history, window):
     if "grad_norm" not in history or len(history) < window + 1:
         return None
     g = history["grad_norm"].to_numpy(dtype=float)
-    last, before = g[-1], np.nanmedian(g[-window - 1:-1])
+    earlier = g[-window - 1:-1]
+    earlier = earlier[np.isfinite(earlier)]  # economy rows and skipped steps have none
+    if not len(earlier):
+        return None
+    last, before = g[-1], float(np.median(earlier))
     if math.isfinite(last) and before > 0 and last >= SPIKE * before:
         return "grad_spike", (f"gradient norm {last:.3g} is {last / before:.1f}x its recent "
                               f"median {before:.3g}: an explosion may be starting")
