@@ -516,15 +516,20 @@ def val_acc_early(h):
     return float(early.max()) if len(early) else NAN
 
 
-def step_size_change(h):
-    """How the step per unit of gradient (update norm / gradient norm: the effective
-    learning rate) changed: its median over the last 20% over its median over the first
-    5%.  About 1 at a constant rate; a decayed rate shows as the decay factor."""
+def _step_per_gradient(h) -> pd.Series | None:
+    """Update norm over gradient norm per step: the effective learning rate."""
     if "update_norm" not in h or "grad_norm" not in h:
-        return NAN
+        return None
     g = h["grad_norm"]
-    per_gradient = _finite(h["update_norm"] / g.where(g > 0))
-    if len(per_gradient) < 2 * MIN_WINDOW:
+    return _finite(h["update_norm"] / g.where(g > 0))
+
+
+def step_size_change(h):
+    """How the step per unit of gradient changed: its median over the last 20% over its
+    median over the first 5%.  About 1 at a constant rate; a decayed rate shows as the
+    decay factor."""
+    per_gradient = _step_per_gradient(h)
+    if per_gradient is None or len(per_gradient) < 2 * MIN_WINDOW:
         return NAN
     start, end = _median(_head(per_gradient)), _median(_tail(per_gradient))
     return end / start if start > 0 else NAN
@@ -534,10 +539,9 @@ def step_size_change_early(h):
     """step_size_change, but at 30-40% of the run instead of the end: a schedule that
     anneals over the whole run (cosine: still 0.73 of its start at 35%) has barely
     begun there, while one that decays far too early has already shrunk the steps."""
-    if "update_norm" not in h or "grad_norm" not in h or len(h) < 10 * MIN_WINDOW:
+    per_gradient = _step_per_gradient(h)
+    if per_gradient is None or len(per_gradient) < 10 * MIN_WINDOW:
         return NAN
-    g = h["grad_norm"]
-    per_gradient = h["update_norm"] / g.where(g > 0)
     start = _median(_head(per_gradient))
     n = len(per_gradient)
     middle = _median(per_gradient.iloc[int(0.3 * n):int(0.4 * n)])
