@@ -42,6 +42,8 @@ class Fault:
     fixed_accuracy: float = 0.9  # validation accuracy the fixed run reaches in every seed
     other_shapes: tuple[str, ...] = ()  # shapes some seeds show instead (said honestly)
     instrument: str | None = None  # the plot that shows the cause, if not the signature's
+    explains: tuple[str, ...] = ()  # faults whose evidence this one's mechanism produces
+    #   (a summed loss makes every step too large): when both fire, this one ranks first
 
     def inject(self, recipe: Recipe) -> Recipe:
         return apply(recipe, self.edit)
