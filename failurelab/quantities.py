@@ -449,6 +449,12 @@ def train_eval_loss_gap(h):
     return loss_end(h) - _stat(_values(h, "val_loss"), _last)
 
 
+
+def dropout_rate(h):
+    """Median of the largest drop probability among the model's dropout layers in
+    training mode (0: no dropout); NaN when the history does not record it."""
+    return _median(_column(h, "dropout_rate"))
+
 def label_purity_median(h):
     """Median share of a batch taken by its most common label (1 = one class only);
     NaN for batches under 16 samples, whose label mix says little."""
@@ -490,7 +496,7 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
         output_grad_floor, output_prob_share, output_logprob_share, float16_share,
         input_nonfinite_total, val_acc_best, val_acc_end,
         val_loss_end, val_min_recall_end, val_loss_rise, val_jitter_max, train_val_acc_gap,
-        train_eval_loss_gap, label_purity_median, data_time_share, pad_attention_median,
+        train_eval_loss_gap, dropout_rate, label_purity_median, data_time_share, pad_attention_median,
         pad_sensitivity_max,
     )
 }
