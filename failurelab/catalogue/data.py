@@ -60,6 +60,9 @@ SHUFFLED_LABELS = Fault(
         C("dropout_rate", False, 0.3, "dropout rate in training",
           "no strong dropout, whose training-mode loss is higher for its own reason "
           "(checked when recorded)", log=False, unit=0.1, required=False, role="guard"),
+        C("output_scale_start", False, 3, "logit std at step 0",
+          "a well-scaled start: a loss still falling from an oversized initialisation "
+          "also trains above its evaluation loss", role="guard", required=False),
         *_LEARNING_WORKS), "training loss above the clean validation loss while the "
                            "optimizer works: are some training labels misaligned?"),),
     outcome=Signature((

@@ -6,7 +6,7 @@ from ..fault import Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import ALL_CONNECTED, ALL_OPTIMIZED, CALM, FINITE, GRADIENTS_FLOW, LEARNS, STEPS_SANE, UNHEALTHY
+from .conditions import ALL_CONNECTED, ALL_OPTIMIZED, CALM, FINITE, GRADIENTS_FLOW, LEARNS, UNHEALTHY
 
 HUGE_LR = Fault(
     name="huge_lr",
@@ -137,8 +137,9 @@ WEIGHT_DECAY_TOO_LARGE = Fault(
           "family and optimizer grows the weights (1.0x or more), so this is named "
           "even while the loss still falls"),
         ALL_OPTIMIZED,
-        STEPS_SANE,
     ), "the weights are decaying away - check the weight decay"),
+    # coupled decay of 10% per step is itself an update of 10% of the weights
+    explains=("huge_lr",),
     outcome=Signature((LEARNS,), "with a hundredth of the decay the model learns"),
 )
 
