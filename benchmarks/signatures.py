@@ -24,7 +24,7 @@ from pathlib import Path
 import population
 
 import failurelab as fl
-from failurelab.calibration import calibrate, healthy_ranges
+from failurelab.calibration import calibrate, healthy_ranges, route_ranges
 from failurelab.catalogue import PHYSICAL
 from failurelab.signatures import fmt
 
@@ -37,6 +37,10 @@ POPULATION = (
     {population}
 )
 RANGES: dict[str, tuple[float, float]] = {ranges}
+
+# Per fault, per signature route: the ranges of its quantities over the healthy runs
+# its guards admit (the runs it could fire on), which its thresholds are moved past.
+ROUTES: dict[str, tuple[dict, ...]] = {routes}
 '''
 
 # Causes the course names that the catalogue does not (yet) reproduce as a fault, with
@@ -105,10 +109,11 @@ NOT_REPRODUCED = (  # (cause, what was tried and measured, why it is not a fault
     ),
 )
 
-def write_ranges(ranges: dict, description: str) -> None:
+def write_ranges(ranges: dict, routes: dict, description: str) -> None:
     wrapped = textwrap.wrap(description, 80)
     text = HEALTHY_MODULE.format(population="\n    ".join(repr(w + " ") for w in wrapped),
-                                 ranges=pprint.pformat(ranges, width=88, sort_dicts=True))
+                                 ranges=pprint.pformat(ranges, width=88, sort_dicts=True),
+                                 routes=pprint.pformat(routes, width=76, sort_dicts=True))
     (ROOT / "failurelab" / "catalogue" / "healthy.py").write_text(text)
 
 
@@ -192,10 +197,13 @@ def render(faults, healthy, lab, description, seconds) -> str:
             if i:
                 out.append("Another route to the same cause, for loops that record its "
                            "columns (the stronger route that fires counts):\n")
-            out += [f"Verdict when it fires: {signature.verdict}\n",
+            admitted = [r for r in healthy if signature.guards_hold(r.values)]
+            out += [f"Verdict when it fires: {signature.verdict} (healthy runs its guards "
+                    f"admit, which its thresholds are calibrated past: {len(admitted)} of "
+                    f"{len(healthy)})\n",
                     "| role | quantity | physical | calibrated | healthy population | "
                     "faulty lab runs | why |", "|---|---|---|---|---|---|---|"]
-            out += [_condition_row(c, healthy, own) for c in signature.conditions]
+            out += [_condition_row(c, admitted, own) for c in signature.conditions]
             out.append("")
     out.append("## Causes of the course not in the catalogue, and why\n\n"
                "| cause | what was tried, and what was measured | why it is not a fault "
@@ -224,9 +232,10 @@ def main() -> int:
                       f"({', '.join(zoo_families)}) on zoo seeds {args.zoo_seeds}"
                       if zoo_families else " (no zoo available)"))
     ranges = healthy_ranges(r.history for r in healthy)
+    routes = route_ranges(PHYSICAL, [r.values for r in healthy])
     if args.write_ranges:
-        write_ranges(ranges, description)
-    faults = calibrate(PHYSICAL, ranges)
+        write_ranges(ranges, routes, description)
+    faults = calibrate(PHYSICAL, routes)
     seconds = time.perf_counter() - start
     Path(args.out).write_text(render(faults, healthy, lab, description, seconds))
     failures = 0

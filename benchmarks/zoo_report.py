@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 import population
 
 import failurelab as fl
-from failurelab.calibration import calibrate, measured_ranges, merge_ranges
+from failurelab.calibration import calibrate, route_ranges
 from failurelab.catalogue import PHYSICAL
 
 LEVELS = ("high", "medium", "low")
@@ -34,9 +34,8 @@ def lofo(records, healthy) -> dict:
     """{family: the catalogue calibrated on every healthy run outside that family}."""
     out = {}
     for family in sorted({r.family for r in records}):
-        ranges = merge_ranges(measured_ranges(r.values) for r in healthy
-                              if r.family != family)
-        out[family] = calibrate(PHYSICAL, ranges)
+        routes = route_ranges(PHYSICAL, [r.values for r in healthy if r.family != family])
+        out[family] = calibrate(PHYSICAL, routes)
     return out
 
 

@@ -111,8 +111,8 @@ def diagnose(history, faults: dict | None = None) -> Diagnosis:
     if causes:
         experiment = faults[causes[0][0]].experiment
         confidence = _confidence(fired[0].score, bool(lookalikes))
-        if shape == "healthy" and not _shows(faults[causes[0][0]], shape):
-            confidence = "low" if confidence == "low" else "medium"  # no harm seen yet
+        if not _shows(faults[causes[0][0]], shape):  # not the curve this fault makes
+            confidence = "low" if confidence == "low" else "medium"
     else:
         experiment = NEXT_STEP.get(shape)
         confidence = "low" if shape != "healthy" else "medium" if unchecked else "high"

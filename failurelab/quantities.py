@@ -191,10 +191,20 @@ def first_nonfinite(h):
 # --- gradients and updates ------------------------------------------------------------
 
 def grad_cosine_end(h):
-    """Median cosine of consecutive gradients over the last 20%: ~1 when every step
-    repeats the previous direction (accumulating), ~0.3 for healthy SGD noise."""
-    h = _stepped(h)
+    """Median cosine of consecutive gradients over the last 20% of the steps before the
+    loss turned non-finite: ~1 when every step repeats the previous direction
+    (accumulating), ~0.3 for healthy SGD noise.  Steps after a blow-up measure the
+    wreckage, not the training."""
+    h = _stepped(_before_blowup(h))
     return _median(_tail(h["grad_cosine"])) if "grad_cosine" in h else NAN
+
+
+def _before_blowup(h: pd.DataFrame) -> pd.DataFrame:
+    """The rows before the first non-finite loss (all rows if it stayed finite)."""
+    if "loss" not in h:
+        return h
+    bad = ~np.isfinite(h["loss"].to_numpy(dtype=float))
+    return h.iloc[:bad.argmax()] if bad.any() and bad.argmax() > 0 else h
 
 
 

@@ -154,6 +154,12 @@ class Signature:
                         if c.required and math.isnan(values[c.quantity]))
         return Evidence(fault, fired, score, values, sentence, missing)
 
+    def guards_hold(self, values: dict[str, float]) -> bool:
+        """Every guard passes on these measured values: a run this signature could fire
+        on, which calibration must keep its thresholds clear of."""
+        return all(c.margin(values.get(c.quantity, math.nan)) >= 0
+                   for c in self.conditions if c.role == "guard")
+
     def calibrated(self, ranges: dict[str, tuple[float, float]]) -> "Signature":
         """Every condition moved clear of the healthy `ranges` ({quantity: (lo, hi)})."""
         nan = (math.nan, math.nan)

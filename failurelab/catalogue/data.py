@@ -96,8 +96,12 @@ NO_INPUT_NORM = Fault(
         C("input_scale_spread", True, 100, "input std spread",
           "per-feature spreads 100x apart leave the small-scale features invisible "
           "next to the large one; standardised inputs are within a few times"),
-        FINITE,
+        C("input_nonfinite_total", False, 0.5, "non-finite input values",
+          "the inputs are finite: large, not broken (a loss that overflows from them "
+          "still counts; NaN in the data is nan_in_data)", log=False, role="guard"),
     ), "features on wildly different scales - standardise the inputs"),
+    # inputs in the thousands make gradients and steps in the thousands
+    explains=("huge_lr", "exploding_gradients"),
     outcome=Signature((LEARNS, C("saturation_median", False, 0.05,
                                  "median saturated share",
                                  "standardised inputs keep sigmoids unsaturated",

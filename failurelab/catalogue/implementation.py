@@ -6,7 +6,7 @@ from ..fault import Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import ALL_OPTIMIZED, LEARNS, TOKENS, UNHEALTHY
+from .conditions import ALL_OPTIMIZED, GRADIENTS_FLOW, LEARNS, TOKENS, UNHEALTHY
 
 NO_ZERO_GRAD = Fault(
     name="no_zero_grad",
@@ -39,6 +39,7 @@ NO_ZERO_GRAD = Fault(
           "that ignores its input; decay pulling every weight to 0; a dead layer). "
           "Healthy gradients grow too, so this is a precondition, not evidence",
           suffix="x its step-0 value", role="guard"),
+        GRADIENTS_FLOW,  # a dead layer leaves one bias's gradient: parallel, not summed
         ALL_OPTIMIZED,
         C("label_purity_median", False, 0.99, "median share of the batch's main class",
           "unless every batch holds one class: unshuffled data also make consecutive "
@@ -218,6 +219,10 @@ SUMMED_LOSS = Fault(
           "a first loss far above ln K means a sum only for a classifier's "
           "cross-entropy; a regression's MSE starts wherever its targets' scale puts it",
           log=False, role="guard"),
+        C("first_nonfinite", True, 10, "first non-finite loss at step",
+          "a sum of finite per-sample losses is finite: a loss that is NaN or inf within "
+          "the first 10 steps was computed unsafely (an exp that overflows), which "
+          "summing does not do", log=False, role="guard"),
     ), "the first loss is far above ln K for near-neutral predictions - is the loss "
        "summed over the batch instead of averaged?"),
     outcome=Signature((

@@ -74,6 +74,9 @@ FP16_OVERFLOW = Fault(
     edit=(Set("dtype", "float16"), Set("normalize_inputs", False),),
     repair=(Set("normalize_inputs", True), Set("loss_scaling", True),),
     probe=(Set("dtype", "bfloat16"),),
+    # inputs beyond float16's range are unstandardised by definition; what made the
+    # NaN is the float16 cast, so this ranks ahead of no_input_norm
+    explains=("no_input_norm",),
     why_two_fields="Overflow needs both: only float16 has the 65504 ceiling and only "
                    "the unstandardised amounts exceed it. Alone, each field is "
                    "harmless (float16 on standardised inputs) or a different fault "
