@@ -40,7 +40,7 @@ def chained_columns(grads: torch.Tensor, weights: torch.Tensor, sizes) -> dict:
     """
     g = layer_norms(grads, sizes)
     w = layer_norms(weights, sizes)
-    return _assemble(g[1:], _total(g[:-1]), torch.linalg.vecdot(grads[1:], grads[:-1]),
+    return _assemble(g[1:], _total(g[:-1]), row_dots(grads[1:], grads[:-1]),
                      w[1:], w[:-1], layer_norms(weights[1:] - weights[:-1], sizes),
                      _nonzero(grads[1:]))
 
@@ -48,7 +48,7 @@ def chained_columns(grads: torch.Tensor, weights: torch.Tensor, sizes) -> dict:
 def sampled_columns(grads, prev_grads, before, after, sizes) -> dict:
     """Parameter columns for k separate steps from four (k, n) buffers."""
     return _assemble(layer_norms(grads, sizes), torch.linalg.vector_norm(prev_grads, dim=1),
-                     torch.linalg.vecdot(grads, prev_grads), layer_norms(after, sizes),
+                     row_dots(grads, prev_grads), layer_norms(after, sizes),
                      layer_norms(before, sizes), layer_norms(after - before, sizes),
                      _nonzero(grads))
 
@@ -71,8 +71,16 @@ def _total(layer: torch.Tensor) -> torch.Tensor:
 
 
 def _nonzero(grads: torch.Tensor) -> torch.Tensor:
-    """Share of non-zero entries per row (float arithmetic: see the module docstring)."""
-    return grads.sign().abs_().mean(1)
+    """Share of non-zero entries per row: sign² is 1 or 0 (NaN: 0), summed by a dot
+    product (two passes, where a boolean count would be several times slower)."""
+    signs = grads.sign()
+    return row_dots(signs, signs) / grads.shape[1]
+
+
+def row_dots(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(k, n), (k, n) → (k,): each row's dot product, one batched BLAS call that reads
+    the rows once and allocates nothing of their size (vecdot multiplies, then sums)."""
+    return torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).view(a.shape[0])
 
 
 def _ratio(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
@@ -97,24 +105,29 @@ def input_quantities(X: torch.Tensor) -> torch.Tensor:
     return torch.stack([flat.abs().amax((1, 2)), low, high], dim=1)
 
 
-def activation_quantities(kind: str, Y: torch.Tensor) -> torch.Tensor:
-    """(k, B, ...) outputs → (k, 3): sum, sum of squares, failure count.
+def activation_quantities(kind: str, Y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(k, B, ...) outputs → (k, 3): sum, sum of squares, failure count; and for ReLU the
+    (k, units) batch sums per unit (what a distributed merge needs to find dead units).
 
     Failures: for sigmoid/tanh, outputs within SATURATION_MARGIN of a bound (saturated:
     they pass almost no gradient back); for ReLU, units that are zero for every sample
-    of the batch (dead: no gradient reaches their weights).
+    of the batch (dead: no gradient reaches their weights).  A ReLU output is >= 0, so
+    a unit is alive exactly when its sum over the batch is > 0, and those sums also give
+    the total: two passes over the output, no temporary of its size.
     """
     k = Y.shape[0]
     flat = Y.reshape(k, -1).to(F32)
-    total = sums(flat)
-    if kind == "sigmoid":
-        failed = count_positive((flat - 0.5).abs_().sub_(0.5 - SATURATION_MARGIN))
-    elif kind == "tanh":
-        failed = count_positive(flat.abs().sub_(1 - SATURATION_MARGIN))
-    else:  # relu: a unit is alive if any sample of the batch activates it
-        alive = Y.reshape(k, Y.shape[1], -1).amax(1).to(F32)
-        failed = alive.shape[1] - count_positive(alive)
-    return torch.cat([total, failed.unsqueeze(1)], dim=1)
+    squares = row_dots(flat, flat)
+    units = None
+    if kind == "relu":
+        units = flat.reshape(k, Y.shape[1], -1).sum(1)
+        total = units.sum(1)
+        failed = units.shape[1] - count_positive(units)
+    else:
+        total = flat.sum(1)
+        bound = 0.5 if kind == "sigmoid" else 0.0  # centre of the output range
+        failed = count_positive((flat - bound).abs_().sub_(1 - bound - SATURATION_MARGIN))
+    return torch.stack([total, squares, failed], dim=1), units
 
 
 def count_positive(t: torch.Tensor) -> torch.Tensor:
