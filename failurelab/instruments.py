@@ -282,11 +282,11 @@ class Activations(Instrument):
     def see(self, output, unbatched: bool) -> None:
         if not isinstance(output, torch.Tensor):
             return
-        y = output.detach().unsqueeze(0) if unbatched else output.detach()
+        y = output.unsqueeze(0) if unbatched else output
         if y.numel() <= self.keep_entries or y.dim() < 2:
-            self.current = y
+            self.current = y  # stacked under no_grad when its chunk is computed
             return
-        sums, units = probes.activation_quantities(self.kind, y.unsqueeze(0))
+        sums, units = probes.activation_quantities(self.kind, y.detach().unsqueeze(0))
         self.current = Reduced(sums, y.shape, units if self.partials else None)
 
     def take(self, unbatched: bool):

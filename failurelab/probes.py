@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 F32 = torch.float32
+LONG_ROW = 2**16  # entries: beyond this, memory traffic costs more than torch calls
 SATURATION_MARGIN = 0.01  # a sigmoid/tanh output this close to a bound passes ~no gradient
 
 
@@ -82,9 +83,11 @@ def _nonzero(grads: torch.Tensor, scratch: torch.Tensor | None = None) -> torch.
 
 
 def row_dots(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """(k, n), (k, n) → (k,): each row's dot product.  One BLAS dot per row reads the
-    rows once and allocates nothing of their size (vecdot multiplies, then sums; bmm is
-    twice as slow as dot for a single long row)."""
+    """(k, n), (k, n) → (k,): each row's dot product.  Short rows: one vecdot call.
+    Long rows: one BLAS dot per row, which reads them once and allocates nothing of
+    their size (vecdot multiplies, then sums; bmm is twice as slow as dot)."""
+    if a.shape[1] < LONG_ROW:
+        return torch.linalg.vecdot(a, b)
     return torch.stack([torch.dot(x, y) for x, y in zip(a, b)])
 
 
