@@ -122,14 +122,15 @@ def activation_quantities(kind: str, Y: torch.Tensor) -> tuple[torch.Tensor, tor
     they pass almost no gradient back); for ReLU, units that are zero for every sample
     of the batch (dead: no gradient reaches their weights).  A ReLU output is >= 0, so
     a unit is alive exactly when its sum over the batch is > 0, and those sums also give
-    the total: two passes over the output, no temporary of its size.
+    the total: two passes over the output (a BLAS vector-matrix product, several times
+    faster than a sum over the batch dimension, and a dot), no temporary of its size.
     """
     k = Y.shape[0]
     flat = Y.reshape(k, -1).to(F32)
     squares = row_dots(flat, flat)
     units = None
     if kind == "relu":
-        units = flat.reshape(k, Y.shape[1], -1).sum(1)
+        units = torch.matmul(flat.new_ones(Y.shape[1]), flat.reshape(k, Y.shape[1], -1))
         total = units.sum(1)
         failed = units.shape[1] - count_positive(units)
     else:
