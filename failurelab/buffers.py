@@ -29,6 +29,7 @@ class ChainBuffers:
         self.device = device = _device(params)
         self.grads = torch.full((chunk + 1, n), _NAN, device=device)
         self.weights = torch.empty(chunk + 1, n, device=device)
+        self.scratch = torch.empty(chunk, n, device=device)  # updates, then signs
         self.grad_rows = [probes.shaped_views(r, params) for r in self.grads]
         self.weight_rows = [probes.shaped_views(r, params) for r in self.weights]
 
@@ -45,7 +46,8 @@ class ChainBuffers:
     def columns(self, k: int, close: bool, sizes) -> torch.Tensor:
         if close:  # the weights after the chunk's last step are the current ones
             torch._foreach_copy_(self.weight_rows[k], self.params)
-        return probes.chained_columns(self.grads[:k + 1], self.weights[:k + 1], sizes)
+        return probes.chained_columns(self.grads[:k + 1], self.weights[:k + 1], sizes,
+                                      self.scratch)
 
     def step_grads(self, slot: int) -> torch.Tensor:
         return self.grads[slot + 1]

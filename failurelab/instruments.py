@@ -10,6 +10,7 @@ columns read NaN from then on, while the others keep recording.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -17,6 +18,7 @@ from . import probes
 from .buffers import ChainBuffers, SampleBuffers
 
 _NAN = float("nan")
+KEEP_ENTRIES = 2**16  # forward tensors larger than this are reduced in their hook
 _ACTIVATION_KINDS = {torch.nn.Sigmoid: "sigmoid", torch.nn.Tanh: "tanh",
                      torch.nn.ReLU: "relu"}
 
@@ -262,53 +264,80 @@ class Outputs(Instrument):
 
 
 class Activations(Instrument):
-    """One Sigmoid/Tanh/ReLU module's output: mean, std, saturated or dead share."""
+    """One Sigmoid/Tanh/ReLU module's output: mean, std, saturated or dead share.
 
-    def __init__(self, module_name: str, kind: str):
-        self.kind = kind
+    A small output is kept until its chunk is computed (one set of torch calls for 32
+    steps); one larger than `KEEP_ENTRIES` is reduced in the hook to its three sums (a
+    few fused reductions, no copy), because keeping and stacking it would copy megabytes
+    per step and hold them while the loop allocates its own."""
+
+    def __init__(self, module_name: str, kind: str, keep_entries: int = KEEP_ENTRIES):
+        self.kind, self.keep_entries = kind, keep_entries
         self.name = f"activations/{module_name}"
         last = "dead_frac" if kind == "relu" else "saturated_frac"
         self.columns = tuple(f"{c}/{module_name}" for c in ("act_mean", "act_std", last))
 
-    current: torch.Tensor | None = None
+    current = None  # the output (a tensor) or its sums (a `Reduced`)
 
-    def see(self, output) -> None:
-        if isinstance(output, torch.Tensor):
-            self.current = output
+    def see(self, output, unbatched: bool) -> None:
+        if not isinstance(output, torch.Tensor):
+            return
+        y = output.unsqueeze(0) if unbatched else output
+        if y.numel() <= self.keep_entries or y.dim() < 2:
+            self.current = y  # stacked under no_grad when its chunk is computed
+            return
+        sums, units = probes.activation_quantities(self.kind, y.detach().unsqueeze(0))
+        self.current = Reduced(sums, y.shape, units if self.partials else None)
 
     def take(self, unbatched: bool):
         y, self.current = self.current, None
-        return y.unsqueeze(0) if unbatched and y is not None else y
+        return y
 
     def shape(self, y):
+        if isinstance(y, Reduced):
+            return "reduced", y.shape
         return None if y is None else (y.shape, y.dtype)
 
     def compute(self, ys):
         if ys[0] is None:
             return {}
-        table = probes.activation_quantities(self.kind, torch.stack(ys)).tolist()
-        units = probes.activation_units(self.kind, ys[0].shape)
-        n = ys[0].numel()
+        if isinstance(ys[0], Reduced):
+            shape, table = ys[0].shape, torch.cat([y.sums for y in ys])
+            units = [y.units for y in ys]
+        else:
+            shape = ys[0].shape
+            table, units = probes.activation_quantities(self.kind, torch.stack(ys))
+        table = table.tolist()
+        per_step, n = probes.activation_units(self.kind, shape), shape.numel()
         out = {c: [] for c in self.columns}
         for total, sq, failed in table:
             failed = failed if math.isfinite(total) else _NAN  # NaN activations: unknown
             for c, value in zip(self.columns, (total / n, probes.std_of(total, sq, n),
-                                               failed / units)):
+                                               failed / per_step)):
                 out[c].append(value)
         if self.partials:
-            self._add_partials(out, table, ys)
+            self._add_partials(out, table, n, units)
         return out
 
-    def _add_partials(self, out, table, ys) -> None:
+    def _add_partials(self, out, table, n: int, units) -> None:
         name = self.name[len("activations/"):]
         out[f"_act_sum/{name}"] = [t[0] for t in table]
         out[f"_act_sq/{name}"] = [t[1] for t in table]
-        out[f"_act_n/{name}"] = [ys[0].numel()] * len(ys)
+        out[f"_act_n/{name}"] = [n] * len(table)
         out[f"_act_failed/{name}"] = [t[2] if math.isfinite(t[0]) else _NAN for t in table]
-        if self.kind == "relu":
-            stacked = torch.stack(ys)
-            alive = stacked.reshape(len(ys), stacked.shape[1], -1).amax(1).float()
+        if self.kind == "relu":  # per unit: > 0 where some sample of the batch fired it
+            alive = units if isinstance(units, torch.Tensor) else torch.cat(units)
             out[f"_act_alive/{name}"] = list(alive.numpy())
+
+
+@dataclass(slots=True, frozen=True)
+class Reduced:
+    """A large activation output reduced in its hook: (1, 3) sums, its shape, and for
+    ReLU under torch.distributed the per-unit batch sums."""
+
+    sums: torch.Tensor
+    shape: torch.Size
+    units: torch.Tensor | None
 
 
 def first_lr(optimizer: torch.optim.Optimizer) -> float:

@@ -7,8 +7,9 @@ step.  Everything else comes from hooks it adds, and removes on `close()`:
   optimizer is about to use them: after a GradScaler unscaled them, after clipping,
   accumulated when `zero_grad` was forgotten, and before a loop that zeroes them right
   after `step()` can erase them;
-* a forward hook on the model sees the input batch and the output, and a hook on the
-  output tensor sees the gradient arriving there (float16 flushes tiny values to 0);
+* a forward pre-hook on the model sees the input batch, a forward hook the output,
+  and a hook on the output tensor sees the gradient arriving there (float16 flushes
+  tiny values to 0);
 * forward hooks on every Sigmoid / Tanh / ReLU module see its output.
 
 Only forward passes that build a graph are observed, so an evaluation under
@@ -104,8 +105,8 @@ class Monitor:
         if "inputs" in groups:
             self._inputs, self._outputs = ins.Inputs(), ins.Outputs(self._stop)
             self._forward += [self._inputs, self._outputs]
-            self._handles.append(model.register_forward_hook(self._see_batch,
-                                                             with_kwargs=True))
+            self._handles += [model.register_forward_pre_hook(self._see_input, with_kwargs=True),
+                              model.register_forward_hook(self._see_output)]
         if "activations" in groups:
             self._hook_activations(model)
         self._all = [self._parameters, *self._forward]
@@ -154,25 +155,33 @@ class Monitor:
         closure's backward (Lightning: `on_before_optimizer_step`)."""
         self._before_step(self._optimizer, (), {})
 
-    def _see_batch(self, module, args, kwargs, output) -> None:
-        """The model's input batch and output (one hook for both: each hook costs µs)."""
-        if not torch.is_grad_enabled():
-            return
-        for instrument, seen in ((self._inputs, (args, kwargs)), (self._outputs, output)):
-            if instrument not in self._off:
-                try:
-                    instrument.see(seen)
-                except Exception as exc:  # noqa: BLE001
-                    self._stop(instrument, exc)
+    def _see_input(self, module, args, kwargs) -> None:
+        """The model's input batch, before the forward: the activation hooks need to
+        know whether it is one unbatched sample."""
+        self._guarded(self._inputs, (args, kwargs))
+
+    def _see_output(self, module, args, output) -> None:
+        self._guarded(self._outputs, output)
 
     def _saver(self, instrument: ins.Activations):
         def save(module, args, output) -> None:
-            if torch.is_grad_enabled() and instrument not in self._off:
-                try:
-                    instrument.see(output)
-                except Exception as exc:  # noqa: BLE001
-                    self._stop(instrument, exc)
+            self._guarded(instrument, output, self._unbatched())
         return save
+
+    def _guarded(self, instrument: ins.Instrument, seen, *more) -> None:
+        """Hand a forward tensor to an instrument; only forward passes that build a
+        graph count, and no failure reaches the user's forward."""
+        if torch.is_grad_enabled() and instrument not in self._off:
+            try:
+                instrument.see(seen, *more)
+            except Exception as exc:  # noqa: BLE001 - containment is the point
+                self._stop(instrument, exc)
+
+    def _unbatched(self) -> bool:
+        """Is the current input one unbatched sample (1-D)?  Its forward tensors are
+        then read as a batch of one."""
+        x = self._inputs.current if self._inputs is not None else None
+        return x is not None and x.dim() <= 1
 
     def _stop(self, instrument: ins.Instrument, exc: BaseException) -> None:
         """Switch one instrument off: one warning, and the history says so.  Its pending
@@ -234,8 +243,7 @@ class Monitor:
                 payloads[self._parameters] = self._parameters.take(observed, stepped)
             except Exception as exc:  # noqa: BLE001
                 self._stop(self._parameters, exc)
-        seen = self._inputs
-        unbatched = seen is not None and seen.current is not None and seen.current.dim() <= 1
+        unbatched = self._unbatched()
         for instrument in self._forward:
             if instrument not in self._off:
                 try:

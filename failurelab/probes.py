@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 F32 = torch.float32
+LONG_ROW = 2**16  # entries: beyond this, memory traffic costs more than torch calls
 SATURATION_MARGIN = 0.01  # a sigmoid/tanh output this close to a bound passes ~no gradient
 
 
@@ -31,24 +32,28 @@ def layer_norms(rows: torch.Tensor, sizes: list[int]) -> torch.Tensor:
                         for part in rows.split(sizes, dim=1)], dim=1)
 
 
-def chained_columns(grads: torch.Tensor, weights: torch.Tensor, sizes) -> dict:
+def chained_columns(grads: torch.Tensor, weights: torch.Tensor, sizes,
+                    scratch: torch.Tensor | None = None) -> dict:
     """Parameter columns for k consecutive steps from (k + 1, n) chained buffers.
 
     grads[i + 1] is step i's gradient and grads[i] the one before it (NaN: none);
     weights[i] are the weights before step i and weights[i + 1] those after it.
-    Sharing rows saves a pass over the buffers for each of them.
+    Sharing rows saves a pass over the buffers for each of them.  `scratch`, (k, n)
+    or more, takes the updates and then the signs (no chunk-sized allocations).
     """
+    k = grads.shape[0] - 1
+    scratch = scratch[:k] if scratch is not None else torch.empty_like(grads[1:])
     g = layer_norms(grads, sizes)
     w = layer_norms(weights, sizes)
-    return _assemble(g[1:], _total(g[:-1]), torch.linalg.vecdot(grads[1:], grads[:-1]),
-                     w[1:], w[:-1], layer_norms(weights[1:] - weights[:-1], sizes),
-                     _nonzero(grads[1:]))
+    d = layer_norms(torch.sub(weights[1:], weights[:-1], out=scratch), sizes)
+    return _assemble(g[1:], _total(g[:-1]), row_dots(grads[1:], grads[:-1]), w[1:], w[:-1],
+                     d, _nonzero(grads[1:], scratch))
 
 
 def sampled_columns(grads, prev_grads, before, after, sizes) -> dict:
     """Parameter columns for k separate steps from four (k, n) buffers."""
     return _assemble(layer_norms(grads, sizes), torch.linalg.vector_norm(prev_grads, dim=1),
-                     torch.linalg.vecdot(grads, prev_grads), layer_norms(after, sizes),
+                     row_dots(grads, prev_grads), layer_norms(after, sizes),
                      layer_norms(before, sizes), layer_norms(after - before, sizes),
                      _nonzero(grads))
 
@@ -70,9 +75,20 @@ def _total(layer: torch.Tensor) -> torch.Tensor:
     return layer.square().sum(1).sqrt()
 
 
-def _nonzero(grads: torch.Tensor) -> torch.Tensor:
-    """Share of non-zero entries per row (float arithmetic: see the module docstring)."""
-    return grads.sign().abs_().mean(1)
+def _nonzero(grads: torch.Tensor, scratch: torch.Tensor | None = None) -> torch.Tensor:
+    """Share of non-zero entries per row: sign² is 1 or 0 (NaN: 0), summed exactly by a
+    dot product (two passes; a boolean count or an L1 norm is several times slower)."""
+    signs = torch.sign(grads, out=scratch) if scratch is not None else grads.sign()
+    return row_dots(signs, signs) / grads.shape[1]
+
+
+def row_dots(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(k, n), (k, n) → (k,): each row's dot product.  Short rows: one vecdot call.
+    Long rows: one BLAS dot per row, which reads them once and allocates nothing of
+    their size (vecdot multiplies, then sums; bmm is twice as slow as dot)."""
+    if a.shape[1] < LONG_ROW:
+        return torch.linalg.vecdot(a, b)
+    return torch.stack([torch.dot(x, y) for x, y in zip(a, b)])
 
 
 def _ratio(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
@@ -92,29 +108,39 @@ def input_quantities(X: torch.Tensor) -> torch.Tensor:
         absmax = flat.abs().amax((1, 2)).to(F32)
         return torch.stack([absmax, absmax * float("nan"), absmax * float("nan")], dim=1)
     flat = flat.to(F32)
-    centred = flat - flat.mean(1, keepdim=True)
-    low, high = torch.aminmax(centred.square_().mean(1), dim=1)
-    return torch.stack([flat.abs().amax((1, 2)), low, high], dim=1)
+    least, most = torch.aminmax(flat.reshape(k, -1), dim=1)  # |x|'s max without a copy
+    # means over the batch as BLAS products: a reduction over dimension 1 is several
+    # times slower on CPU
+    share = flat.new_full((flat.shape[1],), 1 / flat.shape[1])
+    centred = flat - torch.matmul(share, flat).unsqueeze(1)
+    low, high = torch.aminmax(torch.matmul(share, centred.square_()), dim=1)
+    return torch.stack([torch.maximum(-least, most), low, high], dim=1)
 
 
-def activation_quantities(kind: str, Y: torch.Tensor) -> torch.Tensor:
-    """(k, B, ...) outputs → (k, 3): sum, sum of squares, failure count.
+def activation_quantities(kind: str, Y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(k, B, ...) outputs → (k, 3): sum, sum of squares, failure count; and for ReLU the
+    (k, units) batch sums per unit (what a distributed merge needs to find dead units).
 
     Failures: for sigmoid/tanh, outputs within SATURATION_MARGIN of a bound (saturated:
     they pass almost no gradient back); for ReLU, units that are zero for every sample
-    of the batch (dead: no gradient reaches their weights).
+    of the batch (dead: no gradient reaches their weights).  A ReLU output is >= 0, so
+    a unit is alive exactly when its sum over the batch is > 0, and those sums also give
+    the total: two passes over the output (a BLAS vector-matrix product, several times
+    faster than a sum over the batch dimension, and a dot), no temporary of its size.
     """
     k = Y.shape[0]
     flat = Y.reshape(k, -1).to(F32)
-    total = sums(flat)
-    if kind == "sigmoid":
-        failed = count_positive((flat - 0.5).abs_().sub_(0.5 - SATURATION_MARGIN))
-    elif kind == "tanh":
-        failed = count_positive(flat.abs().sub_(1 - SATURATION_MARGIN))
-    else:  # relu: a unit is alive if any sample of the batch activates it
-        alive = Y.reshape(k, Y.shape[1], -1).amax(1).to(F32)
-        failed = alive.shape[1] - count_positive(alive)
-    return torch.cat([total, failed.unsqueeze(1)], dim=1)
+    squares = row_dots(flat, flat)
+    units = None
+    if kind == "relu":
+        units = torch.matmul(flat.new_ones(Y.shape[1]), flat.reshape(k, Y.shape[1], -1))
+        total = units.sum(1)
+        failed = units.shape[1] - count_positive(units)
+    else:
+        total = flat.sum(1)
+        bound = 0.5 if kind == "sigmoid" else 0.0  # centre of the output range
+        failed = count_positive((flat - bound).abs_().sub_(1 - bound - SATURATION_MARGIN))
+    return torch.stack([total, squares, failed], dim=1), units
 
 
 def count_positive(t: torch.Tensor) -> torch.Tensor:

@@ -2,11 +2,13 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
 import failurelab as fl
+from failurelab import instruments
 from failurelab.monitor import GLOBAL_COLUMNS, INPUT_COLUMNS
 
 
@@ -232,3 +234,62 @@ def test_record_takes_floats_and_extra_columns_and_rejects_nonsense():
         fl.Monitor(model, opt, preset="deluxe")
     with pytest.raises(TypeError, match="optimizer"):
         fl.Monitor(model, "sgd")
+
+
+def test_large_activations_reduced_in_their_hook_match_a_reference():
+    """Outputs above `KEEP_ENTRIES` are reduced to sums in the hook, not kept: the
+    columns still match a float64 reference, step by step."""
+    torch.manual_seed(0)
+    width = 2048  # 40 x 2048 entries per output: above KEEP_ENTRIES
+    model = nn.Sequential(nn.Linear(3, width), nn.Sigmoid(), nn.Linear(width, width),
+                          nn.ReLU(), nn.Linear(width, 1))
+    with torch.no_grad():
+        model[0].weight.mul_(4)  # some saturation
+        model[2].bias.fill_(-0.02)  # some dead units
+    assert 40 * width > instruments.KEEP_ENTRIES
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    mon, expected = fl.Monitor(model, opt), []
+    for x, y in _batches(5, [40] * 5):
+        opt.zero_grad()
+        sig = torch.sigmoid(model[0](x))
+        out = torch.relu(model[2](sig))
+        expected.append({
+            "act_mean/1": sig.double().mean().item(),
+            "act_std/1": sig.double().std(unbiased=False).item(),
+            "saturated_frac/1": ((sig < 0.01) | (sig > 0.99)).double().mean().item(),
+            "act_mean/3": out.double().mean().item(),
+            "dead_frac/3": (out.detach().amax(0) == 0).double().mean().item()})
+        loss = ((model(x) - y[:, :1]) ** 2).mean()
+        loss.backward()
+        opt.step()
+        mon.record(loss)
+    history = mon.history
+    mon.close()
+    assert 0 < history["dead_frac/3"].iloc[0] < 1 and history["saturated_frac/1"].iloc[0] > 0
+    for i, row in enumerate(expected):
+        for column, value in row.items():
+            assert history[column].iloc[i] == pytest.approx(value, rel=1e-5, abs=1e-7), column
+
+
+@pytest.mark.parametrize("kind", ["sigmoid", "tanh", "relu"])
+def test_reducing_in_the_hook_gives_the_columns_of_keeping_the_output(kind):
+    """The two ways an Activations instrument handles an output agree, the sums a
+    distributed merge needs included."""
+    gen = torch.Generator().manual_seed(0)
+    outputs = [torch.randn(8, 4, 5, generator=gen) * 3 for _ in range(3)]
+    outputs = [{"sigmoid": torch.sigmoid, "tanh": torch.tanh, "relu": torch.relu}[kind](y - 1)
+               for y in outputs]
+    results = []
+    for keep in (10**9, 0):
+        instrument = instruments.Activations("a", kind, keep_entries=keep)
+        instrument.partials = True
+        payloads = []
+        for y in outputs:
+            instrument.see(y, False)
+            payloads.append(instrument.take(False))
+        results.append(instrument.compute(payloads))
+    kept, reduced = results
+    assert kept.keys() == reduced.keys()
+    for column in kept:
+        assert np.allclose(np.array(reduced[column], dtype=float),
+                           np.array(kept[column], dtype=float), rtol=1e-6), column
