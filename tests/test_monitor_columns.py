@@ -181,3 +181,25 @@ def test_grad_scaler_skips_are_marked_and_are_not_faults():
     assert h.loc[skipped, "update_ratio/weight"].isna().all()
     assert h.loc[~skipped, "update_ratio"].map(math.isfinite).all()
     assert not [a for a in mon.alerts() if a.kind == "nonfinite"]
+
+
+def test_dropout_rate_is_the_largest_active_drop_probability():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.4), nn.ReLU(), nn.Dropout1d(0.2),
+                          nn.Linear(8, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = _batches(4)
+    with fl.Monitor(model, opt) as mon:
+        for i, (x, y) in enumerate(batches):
+            model.train(i < 2)  # the last two steps in eval mode: no dropout acts
+            opt.zero_grad()
+            _mse(model(x), y).backward()
+            opt.step()
+            mon.record(_mse(model(x), y))
+    assert mon.history["dropout_rate"].tolist() == pytest.approx([0.4, 0.4, 0.0, 0.0])
+
+
+def test_a_model_without_dropout_records_zero():
+    model = nn.Linear(4, 3)
+    h = _train(model, torch.optim.SGD(model.parameters(), lr=0.01), _batches(3), _mse)
+    assert (h["dropout_rate"] == 0).all()
