@@ -12,11 +12,34 @@ import pandas as pd
 from .recipes import Edit, Recipe, Scale, Set, apply
 from .shapes import SHAPES
 from .signatures import Evidence, Signature
+from .text import Text, language
 
 FAMILIES = ("data", "optimization", "numerics", "activation", "implementation",
             "evaluation", "performance")
-PHENOMENA = {"A": "loss diverges", "B": "loss does not go down", "C": "NaN",
-             "D": "training is unbearably slow"}
+PHENOMENON_TEXTS = {"A": Text("loss diverges", "损失发散"),
+                    "B": Text("loss does not go down", "损失不下降"),
+                    "C": Text("NaN", "出现 NaN"),
+                    "D": Text("training is unbearably slow", "训练慢得无法忍受")}
+PHENOMENA = {key: text.en for key, text in PHENOMENON_TEXTS.items()}
+TEXTS = ("title", "symptom", "cause", "experiment", "fix", "why_two_fields")
+
+
+def phenomenon(key: str | None, lang: str | None = None) -> str:
+    """"A: loss diverges" (or its Chinese); "" for a fault without a field phenomenon."""
+    return f"{key}: {PHENOMENON_TEXTS[key].say(lang)}" if key else ""
+
+
+@dataclass(frozen=True)
+class Chinese:
+    """A fault's teaching texts in Chinese, written in the entry beside the English ones
+    (same numbers, same code names: tests/test_text.py compares them)."""
+
+    title: str
+    symptom: str
+    cause: str
+    experiment: str
+    fix: str
+    why_two_fields: str = ""
 
 
 @dataclass(frozen=True)
@@ -42,6 +65,16 @@ class Fault:
     fixed_accuracy: float = 0.9  # validation accuracy the fixed run reaches in every seed
     other_shapes: tuple[str, ...] = ()  # shapes some seeds show instead (said honestly)
     instrument: str | None = None  # the plot that shows the cause, if not the signature's
+    zh: Chinese | None = None  # the teaching texts in Chinese
+
+    def text(self, part: str, lang: str | None = None) -> str:
+        """One of the teaching texts (see TEXTS) in `lang`; English where no Chinese
+        was written (a test makes sure every catalogue entry has it)."""
+        if part not in TEXTS:
+            raise ValueError(f"unknown text {part!r}; choose one of {', '.join(TEXTS)}")
+        if language(lang) == "zh" and self.zh is not None:
+            return getattr(self.zh, part)
+        return getattr(self, part)
 
     def inject(self, recipe: Recipe) -> Recipe:
         return apply(recipe, self.edit)
@@ -59,8 +92,9 @@ class Fault:
         """The recipe fields the injection changes: where the fault enters the loop."""
         return tuple(change.field for change in self.edit)
 
-    def evidence(self, history: pd.DataFrame, cache: dict | None = None) -> Evidence:
-        return self.signature.evaluate(self.name, history, cache)
+    def evidence(self, history: pd.DataFrame, cache: dict | None = None,
+                 lang: str | None = None) -> Evidence:
+        return self.signature.evaluate(self.name, history, cache, lang)
 
     def __post_init__(self):
         if self.family not in FAMILIES:

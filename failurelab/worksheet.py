@@ -182,30 +182,30 @@ class Worksheet:
         """What looks edited by hand since it was written (see `failurelab.chain`)."""
         return load(self.path).audit()
 
-    def table(self, lang: str = "en") -> pd.DataFrame:
+    def table(self, lang: str | None = None) -> pd.DataFrame:
         """One row per experiment: the four worksheet columns, predicted, observed, match."""
         return grading.table(self.entries(), lang)
 
-    def explanations(self, lang: str = "en") -> pd.DataFrame:
+    def explanations(self, lang: str | None = None) -> pd.DataFrame:
         """Your four columns, invariant and minutes, beside the answer key's."""
         return grading.explanations(self.entries(), lang)
 
-    def to_markdown(self, path: str | os.PathLike | None = None, lang: str = "en") -> str:
+    def to_markdown(self, path: str | os.PathLike | None = None, lang: str | None = None) -> str:
         """The worksheet table, then your explanations beside the answer key."""
         return export(grading.markdown_document(self.entries(), lang), path)
 
-    def to_csv(self, path: str | os.PathLike | None = None, lang: str = "en") -> str:
+    def to_csv(self, path: str | os.PathLike | None = None, lang: str | None = None) -> str:
         """One row per experiment: the worksheet table and your own columns."""
         return export(grading.csv_table(self.entries(), lang), path)
 
-    def to_html(self, path: str | os.PathLike | None = None, lang: str = "en") -> str:
+    def to_html(self, path: str | os.PathLike | None = None, lang: str | None = None) -> str:
         """A page with the worksheet table and your explanations, text escaped."""
         return export(grading.html_document(self.entries(), lang,
                                                     title=self.path.name), path)
 
-    def grade(self) -> pd.DataFrame:
+    def grade(self, lang: str | None = None) -> pd.DataFrame:
         """Per experiment: shape and cause right or wrong, then a total row."""
-        return grading.grade(self.entries())
+        return grading.grade(self.entries(), lang)
 
     def _change(self, change):
         """Read the file, apply `change` to its sheet, write it back: all under the lock."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..fault import Fault
+from ..fault import Chinese, Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
@@ -28,6 +28,17 @@ SATURATED_SIGMOID = Fault(
                "gradient recovers.",
     fix="Keep the default (fan-in scaled) initialisation for layers that feed "
         "saturating activations, or use a non-saturating activation.",
+    zh=Chinese(
+        title="初始化过大，sigmoid 输入饱和",
+        symptom="大多数 sigmoid 输出离 0 或 1 不到 0.01，第一层的梯度只有下一层的一小部分，损失缓慢下降后"
+                "停在远高于基线 (baseline) 的位置。",
+        cause="连接 sigmoid 的权重初始就大了 30 倍，它的输入离零有几十个单位。sigmoid 在那里的斜率不到 "
+              "0.01，几乎没有梯度能穿过它传回去：第一层几乎学不到东西，后面的层只能将就使用近乎二值的特征"
+              "。",
+        experiment="输入已经标准化，所以尺度来自权重：只把 sigmoid 层按 PyTorch 的默认尺度重新初始化。饱"
+                   "和比例降到 5% 以下，第一层的梯度恢复。",
+        fix="给接在饱和型激活函数前面的层保留默认的（按 fan-in 缩放的）初始化，或者换用不会饱和的激活函数"
+            "。"),
     edit=(Set("sigmoid_gain", 30.0),),
     repair=(Set("sigmoid_gain", 1.0),),
     probe=(Set("sigmoid_gain", 1.0),),
@@ -71,6 +82,17 @@ DEAD_RELU = Fault(
                "respond.",
     fix="Initialise ReLU biases at 0 (or slightly positive), or use a leaky "
         "activation, and watch the dead share from step 0.",
+    zh=Chinese(
+        title="ReLU 单元从一开始就死了",
+        symptom="从第一步起，每个 ReLU 单元对每个样本都输出 0；超过 99% 的梯度分量恰好为 0，损失停在随机"
+                "水平。",
+        cause="送入 ReLU 层的偏置初始为 -10，远低于加权输入所能达到的范围，所以没有任何单元会被激活。处于"
+              "关闭状态的 ReLU 传回的梯度恰好是零，它后面的任何参数都没法靠学习走出来：只有输出层的偏置在"
+              "动。",
+        experiment="把学习率乘以 10：什么都不变，因为恰好为零的梯度乘以任何学习率仍是零。如果是学习率过小"
+                   "，这里会有反应。",
+        fix="把 ReLU 的偏置初始化为 0（或略大于 0），或者换用 leaky 激活函数，并从第 0 步起观察死单元比例"
+            "。"),
     edit=(Set("relu_bias", -10.0),),
     repair=(Set("relu_bias", 0.0),),
     probe=(Scale("lr", 10),),
@@ -104,6 +126,16 @@ BAD_INIT = Fault(
                "rate.",
     fix="Keep fan-in scaled (Kaiming/Xavier) initialisation, and check the loss at "
         "step 0 against ln K before training.",
+    zh=Chinese(
+        title="权重初始化大了 10 倍",
+        symptom="第一个损失是 7 到 20，而不是 ln 3 = 1.1：刚初始化的模型做出自信却随机的预测（logit 标准"
+                "差高于 3），五分之二的 sigmoid 饱和；训练能恢复过来，但最终准确率更低。",
+        cause="每个权重矩阵初始都比按 fan-in 缩放的默认值大 10 倍（相当于用标准差为 1 的正态分布初始化）"
+              "，所以预激活值和 logits 从一开始就大了 10 倍。尺度合适的分类器开始时预测接近均匀分布，损失"
+              "接近 ln K。",
+        experiment="把学习率除以 10：第一个损失一样高，因为它是在任何更新之前测得的。问题在初始化，不在学"
+                   "习率。",
+        fix="保持按 fan-in 缩放的（Kaiming/Xavier）初始化，训练前先把第 0 步的损失与 ln K 对照。"),
     edit=(Set("init_scale", 10.0),),
     repair=(Set("init_scale", 1.0),),
     probe=(Scale("lr", 0.1),),
@@ -138,6 +170,18 @@ INIT_TOO_SMALL = Fault(
                "weights does not.",
     fix="Keep fan-in scaled (Kaiming/Xavier) initialisation instead of a fixed "
         "small std, and compare each layer's gradient norm at step 0.",
+    zh=Chinese(
+        title="权重初始化小了 10 倍",
+        symptom="损失从第一步到最后一步都停在随机水平（ln 3），第一层得到的梯度只有输出层的 1-2%（基线："
+                "20-30%），ReLU 单元一个接一个沉寂，直到一个不剩。",
+        cause="每个权重矩阵初始都比按 fan-in 缩放的默认值小 10 倍（大约相当于这里固定用 N(0, 0.01) 初始化"
+              "）。每一层在前向时缩小信号、在反向时缩小梯度，于是在后面的层看来每个样本都差不多：它们只学"
+              "到类别频率，由输出偏置吸收，而 ReLU 单元则永久地沉寂下去。权重接近零时，网络正处在一个鞍点"
+              " (saddle point) 上。",
+        experiment="把学习率乘以 10：损失仍然不动，第一层在梯度中所占的份额仍低于五分之一。学习率过小的话"
+                   "会有反应；在权重中消失的梯度则不会。",
+        fix="保持按 fan-in 缩放的（Kaiming/Xavier）初始化，而不是固定的小标准差，并比较第 0 步每一层的梯"
+            "度范数。"),
     edit=(Set("init_scale", 0.1),),
     repair=(Set("init_scale", 1.0),),
     probe=(Scale("lr", 10),),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..fault import Fault
+from ..fault import Chinese, Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
@@ -36,6 +36,15 @@ SHUFFLED_LABELS = Fault(
                "chance: model and code can learn, the labels cannot be learned.",
     fix="Restore the sample-label pairing (join on a key, never on row order) and "
         "spot-check a few samples against their labels.",
+    zh=Chinese(
+        title="标签被打乱：不再属于各自的样本",
+        symptom="损失一直停在随机猜测的水平（3 类时约为 ln 3），尽管梯度在流动、权重以健康的速率变化、输"
+                "入看起来也正常；验证准确率 (validation accuracy) 一直接近随机水平。",
+        cause="某次 join 或排序破坏了样本与标签的对应关系，标签不再携带关于输入的任何信息。优化器本身在工"
+              "作，但它最多只能学会预测各类别的频率。",
+        experiment="小批量过拟合测试 (small-batch overfit test)：只用 64 个样本训练。模型能把它们记住（训"
+                   "练损失接近 0），验证却仍停在随机水平：模型和代码都能学习，是标签没法学。",
+        fix="恢复样本与标签的对应（按键 join，绝不按行序），并抽查几个样本与其标签是否相符。"),
     edit=(Set("labels", "shuffled"),),
     repair=(Set("labels", "aligned"),),
     probe=(Set("n_train", 64),),
@@ -71,6 +80,14 @@ NO_INPUT_NORM = Fault(
                "baseline's.",
     fix="Standardise every feature with statistics computed on the training split "
         "only, and apply the same transform to validation data.",
+    zh=Chinese(
+        title="输入未标准化",
+        symptom="同一批输入里既有上千的数值，也有 1e-3 左右的数值；sigmoid 层完全饱和，损失始终没有离开随"
+                "机水平。",
+        cause="金额特征以分为单位（上千），另一个特征是 1e-3 量级的比率。不做标准化时，金额主导了每个预激"
+              "活值，把 sigmoid 推入饱和，而那些在小尺度上起作用的特征完全看不见。",
+        experiment="只用训练集的均值和标准差把特征标准化，其余不变：饱和消失，损失像基线一样下降。",
+        fix="用只在训练集上计算的统计量标准化每个特征，并对验证数据施加同样的变换。"),
     edit=(Set("normalize_inputs", False),),
     repair=(Set("normalize_inputs", True),),
     probe=(Set("normalize_inputs", True),),
@@ -103,6 +120,15 @@ NAN_IN_DATA = Fault(
                "not care about imputation.",
     fix="Validate inputs at load time: count NaN/Inf per column, then drop or impute "
         "(with training statistics) before training.",
+    zh=Chinese(
+        title="原始数据中有缺失值",
+        symptom="训练起初正常，随后在早期某个无法预测的步骤，损失变成 NaN；正是那一步的输入批次里含有 NaN"
+                "。",
+        cause="有五行的金额字段为空，被解析为 NaN。用跳过 NaN 的统计量做标准化会让它们原样通过；任何包含"
+              "其中一行的批次都会产生 NaN 的输出、损失和梯度，而一次带 NaN 梯度的更新就会污染所有权重。",
+        experiment="标准化之前先用训练集的中位数填补缺失的金额，其余不变：运行结束时损失仍是有限值。由学"
+                   "习率过大或 fp16 溢出导致的 NaN 不会因为填补而改变。",
+        fix="在加载时校验输入：按列统计 NaN/Inf 的个数，然后在训练前删除或（用训练集统计量）填补。"),
     edit=(Set("nan_rows", 5),),
     repair=(Set("impute_missing", True),),
     probe=(Set("impute_missing", True),),
@@ -135,6 +161,16 @@ NO_SHUFFLE = Fault(
                "rate problem would be cured.",
     fix="Shuffle every epoch (DataLoader(shuffle=True) or a RandomSampler), and "
         "check the label mix of a few batches.",
+    zh=Chinese(
+        title="数据没有打乱（按类别排序存储）",
+        symptom="每个批次只含一个类别；数据流每进入下一个类别，损失就跳到初始值的好几倍，然后在该段内又降"
+                "下来，最终结果比开始时还差。",
+        cause="记录按类别依次存储，加载器又按顺序读取。每一段批次都在教模型“永远预测这个类”，下一段又惩罚"
+              "它：模型一直在追赶当前的类别，而没有学会区分它们。",
+        experiment="把学习率除以 10：波动变小了，但运行仍然学不到有用的东西，因为每个批次仍只有一个类别。"
+                   "如果是学习率问题，这样就治好了。",
+        fix="每个 epoch 都打乱数据（DataLoader(shuffle=True) 或 RandomSampler），并检查几个批次的标签构成"
+            "。"),
     edit=(Set("shuffle", False),),
     repair=(Set("shuffle", True),),
     probe=(Scale("lr", 0.1),),
@@ -169,6 +205,16 @@ LABEL_OFFSET = Fault(
                "permutation, not noise; random labels would sit at chance.",
     fix="Build the label encoding once and use the same mapping for training, "
         "validation and serving; assert it on a few known samples.",
+    zh=Chinese(
+        title="训练与验证之间类别标签错开了一位",
+        symptom="训练损失和批次准确率看起来完美，而验证准确率远低于随机水平，验证损失在整个运行中不断上升"
+                "。",
+        cause="训练流水线对类别的编码比评估流水线多移了一位（从 1 开始与从 0 开始的映射），所以模型学到的"
+              "是一个一致但被置换了的映射。如果只是把独立同分布 (i.i.d.) 样本的行错开，看起来会和打乱的标"
+              "签一模一样；编码错位则是另一种可以辨认的失败。",
+        experiment="把训练标签往回映射一个类别：验证准确率跃升到 90% 以上。远低于随机的准确率意味着系统性"
+                   "的置换而不是噪声；随机标签会停在随机水平。",
+        fix="只构建一次标签编码，训练、验证和线上服务都用同一个映射；并在几个已知样本上断言它。"),
     edit=(Set("train_label_shift", 1),),
     repair=(Set("train_label_shift", 0),),
     probe=(Set("train_label_shift", 0),),
@@ -205,6 +251,16 @@ CLASS_IMBALANCE = Fault(
     fix="Rebalance batches (or weight the loss), regularise because rare samples now "
         "repeat ~50 times an epoch, report per-class recall, and collect more "
         "rare-class data: 13 examples cap what any fix reaches.",
+    zh=Chinese(
+        title="少数类被削减到原样本的 2%",
+        symptom="训练损失看起来比基线还好，但有一个验证类别大多被漏掉（最差类别的召回率 (recall) 低于 "
+                "0.65），而且每个训练批次约 95% 是同一类。",
+        cause="类别 1 和 2 只保留了 2% 的样本（各约 13 个），平均损失由类别 0 主导：偏向它是拿到低损失的"
+              "捷径，而少数类只能从寥寥几个例子中学习。",
+        experiment="按类别均衡地抽取批次（对少数类过采样）：每个类别各占一个批次的三分之一，最差类别的召"
+                   "回率升到 0.5 以上。平均指标掩盖了一个被模型忽视的类别。",
+        fix="重新平衡批次（或给损失加权）；由于少数类样本现在每个 epoch 要重复约 50 次，还要加正则化；报"
+            "告每个类别的召回率，并收集更多少数类数据：13 个例子限制了任何修复所能达到的上限。"),
     edit=(Set("minority_fraction", 0.02),),
     repair=(Set("balanced_sampling", True), Set("weight_decay", 0.01),),
     probe=(Set("balanced_sampling", True),),
@@ -244,6 +300,15 @@ OVERFITTING = Fault(
                "tightly, not from broken labels or a broken model.",
     fix="Get more data (here: all 2000 samples); failing that, regularise (weight "
         "decay) and stop at the validation-loss minimum.",
+    zh=Chinese(
+        title="训练数据太少：64 个样本",
+        symptom="训练损失几乎降到零，而验证损失很早就见底，之后在剩下的运行中一路上升。",
+        cause="只有 64 个样本却有约 5,400 个权重，网络能把训练集背下来。学完能泛化的东西之后，它继续在这 "
+              "64 个点上磨尖自己的置信度，它在新数据上那些自信的错误让验证损失越来越高。",
+        experiment="加上 0.03 的权重衰减 (weight decay)，其余不变：验证损失不再上升。上升来自把 64 个点拟"
+                   "合得越来越紧，而不是标签或模型坏了。",
+        fix="获取更多数据（这里：全部 2000 个样本）；做不到的话就正则化（权重衰减），并在验证损失最低点停"
+            "止训练。"),
     edit=(Set("n_train", 64),),
     repair=(Set("n_train", 2000),),
     probe=(Set("weight_decay", 0.03),),
@@ -280,6 +345,17 @@ LABEL_LEAKAGE = Fault(
                "below 0.98. The perfect score came from that one feature.",
     fix="For every feature ask 'is it known at decision time?'; drop those filled in "
         "after the outcome, and split validation by time so leaks cannot hide.",
+    zh=Chinese(
+        title="一个在结果出来之后才记录的特征（标签泄漏 (label leakage)）",
+        symptom="曲线好得令人难以置信：几十步之后验证准确率就接近完美，而在这个任务上基线要爬升几百步，且"
+                "从不超过 0.98；训练损失几乎降到零。",
+        cause="有一列只在结果已知之后才会填写（案件状态、拒付标记），所以它编码了标签。验证集来自同一张表"
+              "，也带着这一列，因此验证看不出问题：模型是在读答案而不是在学习任务，上线后会失败，因为在决"
+              "策时刻这一列还不存在。",
+        experiment="去掉可疑的那一列重新训练，其余不变：验证准确率回到基线那种缓慢的爬升，并保持在 0.98 "
+                   "以下。完美的分数来自这一个特征。",
+        fix="对每个特征都问一句“决策时刻它已知吗？”；去掉那些在结果之后才填写的特征，并按时间切分验证集，"
+            "让泄漏无处藏身。"),
     edit=(Set("leak_label", True),),
     repair=(Set("leak_label", False),),
     probe=(Set("leak_label", False),),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..fault import Fault
+from ..fault import Chinese, Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
@@ -24,6 +24,16 @@ NO_ZERO_GRAD = Fault(
                "gradients still parallel) and the run still blows up, only later. A "
                "rate problem would have calmed down.",
     fix="Call optimizer.zero_grad() once per step, before loss.backward().",
+    zh=Chinese(
+        title="梯度从不清零",
+        symptom="梯度范数 (gradient norm) 稳步上升，相邻两步的梯度方向几乎一致（余弦接近 1）；随后权重和"
+                "损失相继爆炸，而且往往要过几十步才出现，并不在第 1 步。",
+        cause="PyTorch 会把每次反向传播的结果累加进 .grad；不调用 zero_grad() 时，第 t 步用的是前 t 个梯"
+              "度之和，等效步长随 t 增大，直到越过最优点。起初这个和还很小，所以不会立刻爆炸。",
+        experiment="把学习率 (learning rate) 除以 10，这是检验学习率过大最便宜的办法：梯度照样越积越大（"
+                   "范数上升 10 倍以上，相邻梯度仍然平行），运行照样爆炸，只是晚一些。如果是学习率的问题"
+                   "，曲线本该平稳下来。",
+        fix="每一步调用一次 optimizer.zero_grad()，放在 loss.backward() 之前。"),
     edit=(Set("zero_grad", False),),
     repair=(Set("zero_grad", True),),
     probe=(Scale("lr", 0.1),),
@@ -66,6 +76,17 @@ ZERO_GRAD_MISPLACED = Fault(
                "and the loss falls like the baseline's.",
     fix="Call optimizer.zero_grad() at the start of each step, before "
         "loss.backward(), never between backward() and step().",
+    zh=Chinese(
+        title="在 backward() 和 step() 之间清零了梯度",
+        symptom="损失完全不动：优化器每一步看到的梯度都恰好为 0，权重从未改变，尽管前向传播和损失都完全正"
+                "常。",
+        cause="zero_grad() 应该放在 backward() 之前。放在它之后，就会抹掉 backward 刚算出的梯度，于是 "
+              "step() 永远什么也不做：模型停在初始状态。死单元或冻结的层仍会给某个参数（输出偏置）留下梯"
+              "度。",
+        experiment="在 optimizer.step() 之前读取梯度范数：它恰好是 0。把 zero_grad() 移到 backward() 之前"
+                   "，它立刻变成非零，损失像基线一样下降。",
+        fix="在每一步开始、loss.backward() 之前调用 optimizer.zero_grad()，绝不要放在 backward() 和 "
+            "step() 之间。"),
     edit=(Set("zero_grad_at", "before_step"),),
     repair=(Set("zero_grad_at", "before_backward"),),
     probe=(Set("zero_grad_at", "before_backward"),),
@@ -99,6 +120,16 @@ WRONG_LOSS = Fault(
     experiment="Train three times as long: a slow model would keep improving, but "
                "the loss stays on the same floor. The floor itself is the clue.",
     fix="Return raw logits from the model; let the loss apply (log-)softmax.",
+    zh=Chinese(
+        title="softmax 用了两次（softmax 输出再送入交叉熵）",
+        symptom="每一行输出都是一个概率分布（模型以 softmax 结尾）；准确率没问题，但训练损失和验证损失都"
+                "停在 0.55 附近的下限，几乎没有噪声。",
+        cause="模型以 softmax 结尾，而 CrossEntropyLoss 又做了一次 log-softmax。把 [0, 1] 内的概率当作 "
+              "logits，永远做不出自信的预测：K = 3 时损失不可能低于 log(1 + (K-1)/e) = 0.55，而且随着输出"
+              "饱和，梯度越来越小。",
+        experiment="训练时间延长到三倍：如果只是模型学得慢，它会继续变好，但损失仍停在同一个下限。这个下"
+                   "限本身就是线索。",
+        fix="让模型返回原始 logits，由损失函数去做 (log-)softmax。"),
     edit=(Set("output", "softmax"),),
     repair=(Set("output", "logits"),),
     probe=(Scale("steps", 3),),
@@ -133,6 +164,16 @@ BAD_PADDING_MASK = Fault(
                "and no attention reaches the pads.",
     fix="Pass key_padding_mask (True = ignore) built from the pad token to every "
         "attention, and test that extra padding leaves outputs unchanged.",
+    zh=Chinese(
+        title="注意力没有屏蔽填充位 (padding)",
+        symptom="损失和准确率看起来都健康，但有十分之一或更多的注意力落在填充位上，给同样的序列多追加一些"
+                "填充，预测就会改变。",
+        cause="没有 key padding mask 时，填充位像真实 token 一样被关注，于是池化后的表示取决于一个序列碰"
+              "巧有多少填充。模型在训练长度上学会了与之共存，填充一变就失效。",
+        experiment="给验证序列追加 10 个填充位再比较预测：打开掩码时预测不变（只差浮点舍入），也没有注意"
+                   "力落到填充位上。",
+        fix="给每个注意力层传入由填充 token 构造的 key_padding_mask（True = 忽略），并测试额外的填充不改"
+            "变输出。"),
     edit=(Set("mask_padding", False),),
     repair=(Set("mask_padding", True),),
     probe=(Set("mask_padding", True),),
@@ -164,6 +205,14 @@ INVERTED_PADDING_MASK = Fault(
                "wrong positions.",
     fix="Build the mask as tokens == PAD for PyTorch (or invert a keep-mask) and "
         "assert that attention on pads is 0.",
+    zh=Chinese(
+        title="填充掩码取反了（遮住的是真实 token）",
+        symptom="所有注意力都落在填充位上，损失在整个运行中都停在随机水平（ln 2）。",
+        cause="PyTorch 的 key_padding_mask 用 True 标记要忽略的位置；传入一个“保留”掩码（True = 真实 "
+              "token，其他库的约定）会遮住每个真实 token，于是模型只看得到填充。",
+        experiment="干脆去掉掩码：尽管填充会漏进来，模型仍能学习（准确率高于 90%）。模型没问题；是掩码选"
+                   "错了位置。",
+        fix="对 PyTorch 把掩码构造为 tokens == PAD（或把保留掩码取反），并断言落在填充位上的注意力为 0。"),
     edit=(Set("mask_inverted", True),),
     repair=(Set("mask_inverted", False),),
     probe=(Set("mask_padding", False),),
@@ -199,6 +248,16 @@ SUMMED_LOSS = Fault(
                "with it. A too-large rate would leave the first loss at 1.1.",
     fix="Average the loss over the batch (reduction='mean'), or divide the summed "
         "loss by the number of samples (or tokens) it adds up.",
+    zh=Chinese(
+        title="损失在批次上求和而不是求平均",
+        symptom="第一个损失约为 70，而不是 ln 3 = 1.1，尽管刚初始化的模型预测几乎是均匀的；最初几步极大，"
+                "损失上升，ReLU 单元死亡。",
+        cause="CrossEntropyLoss(reduction='sum') 把 64 个样本的损失加在一起，所以损失及其梯度都是平均值的"
+              " 64 倍。对 SGD 来说，这相当于学习率大了 64 倍，而且批大小一变它就跟着变。",
+        experiment="把批大小减半：第一个损失也减半（约 35 = 32 × ln 3）。平均损失不依赖于批大小；求和则随"
+                   "批大小增长。学习率过大的话，第一个损失会停在 1.1。",
+        fix="在批次上对损失求平均（reduction='mean'），或者把求和后的损失除以它所累加的样本（或 token）数"
+            "。"),
     edit=(Set("loss_reduction", "sum"),),
     repair=(Set("loss_reduction", "mean"),),
     probe=(Scale("batch_size", 0.5),),
@@ -239,6 +298,15 @@ NEGATED_LOSS = Fault(
                "its sign is wrong.",
     fix="Minimise the cross-entropy itself (or -log-likelihood), and check that the "
         "first loss is +ln K.",
+    zh=Chinese(
+        title="损失符号反了：优化器在往上爬",
+        symptom="训练损失从 -1.1 开始，一路冲向负无穷直到溢出，同时验证准确率跌到随机水平以下，验证损失爆"
+                "炸。",
+        cause="一个本该最大化的对数似然被交给了最小化器，却没带上负号（或者损失被取了两次负）。最小化 -CE"
+              " 就是最大化交叉熵：模型越来越用力地把 logits 推离正确类别，没有止境。",
+        experiment="把学习率除以 10：损失仍然跌到零以下，朝同一方向走。交叉熵在任何学习率下都不可能为负；"
+                   "是它的符号错了。",
+        fix="最小化交叉熵本身（或 -log-likelihood），并检查第一个损失是否为 +ln K。"),
     edit=(Set("negate_loss", True),),
     repair=(Set("negate_loss", False),),
     probe=(Scale("lr", 0.1),),

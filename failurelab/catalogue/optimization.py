@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..fault import Fault
+from ..fault import Chinese, Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
@@ -23,6 +23,15 @@ HUGE_LR = Fault(
                "update ratio falls back toward 1e-2. Labels or data problems would "
                "not respond to the rate.",
     fix="Use a rate about 30x smaller, e.g. the one the LR range test suggests.",
+    zh=Chinese(
+        title="学习率大了 30 倍",
+        symptom="最初几次更新就让权重变化超过自身大小的十分之一；损失跳到远高于初始值的位置，ReLU 单元随"
+                "之死亡，损失卡在高位。",
+        cause="每一步权重移动 lr × 梯度。学习率是调好值的 30 倍时，一步会跨过梯度所指的谷底，落到损失更高"
+              "的地方；大幅跳跃还会把 ReLU 单元推到再也不会激活的区域。",
+        experiment="把学习率除以 10：损失重新下降，更新比 (update ratio) 回落到 1e-2 附近。标签或数据的问"
+                   "题不会对学习率有反应。",
+        fix="把学习率调小约 30 倍，例如用 LR 范围测试 (LR range test) 建议的值。"),
     edit=(Scale("lr", 30),), repair=(Scale("lr", 1 / 30),), probe=(Scale("lr", 0.1),),
     # The loss jumps above its start, then flattens near ln 3 once the ReLUs have died:
     # the shape rules call a curve that peaked >= 1.3x its start and ended above it
@@ -56,6 +65,15 @@ LR_TOO_SMALL = Fault(
                "rate): the loss now falls by more than half. Stuck causes such as "
                "dead units or random labels would not respond to the rate.",
     fix="Raise the rate, e.g. to the one the LR range test suggests.",
+    zh=Chinese(
+        title="学习率小了 1000 倍",
+        symptom="损失几乎不动，但并没有卡死：梯度正常，并且流到每一层，只是每次更新只让权重变化自身大小的"
+                "约 1e-5。",
+        cause="更新量是 lr × 梯度；学习率为 1e-4 时更新小到权重要走上几万步才能移动与自身相当的距离。模型"
+              "仍在缓慢前进，而不是卡住了。",
+        experiment="把学习率乘以 100（仍比调好的值低 10 倍）：损失现在下降超过一半。死单元或随机标签这类“"
+                   "卡住”的原因不会对学习率有反应。",
+        fix="提高学习率，例如用 LR 范围测试建议的值。"),
     edit=(Scale("lr", 1e-3),), repair=(Scale("lr", 1e3),), probe=(Scale("lr", 100),),
     signature=Signature((
         C("update_ratio_median", False, 1e-4, "median update ratio",
@@ -85,6 +103,14 @@ DROPOUT_TOO_STRONG = Fault(
                "the level of the validation loss.",
     fix="Use a moderate rate (0.1-0.3 for a small MLP), or none when the model "
         "does not overfit.",
+    zh=Chinese(
+        title="64 个单元的层上 dropout p = 0.75",
+        symptom="训练损失（开着 dropout 测得）停在远高于验证损失（关掉 dropout）的位置：模型比它的训练损"
+                "失显示的要好，但学得慢，而且早早停滞。",
+        cause="每四个单元丢掉三个，使每次训练的前向传播都是一个不同的、小得多的网络；梯度来自一个严重受损"
+              "的模型，因此学习缓慢，训练损失也高估了完整模型的误差。",
+        experiment="把 dropout 设为 0，其余不变：训练损失降到验证损失的水平。",
+        fix="使用适中的比率（小型 MLP 用 0.1-0.3），模型不过拟合时干脆不用。"),
     edit=(Set("dropout", 0.75),),
     repair=(Set("dropout", 0.1),),
     probe=(Set("dropout", 0.0),),
@@ -122,6 +148,15 @@ WEIGHT_DECAY_TOO_LARGE = Fault(
                "stop shrinking and the loss falls like the baseline's.",
     fix="Use a decay around 1e-4 to 1e-3 for SGD's coupled L2 penalty (AdamW's "
         "decoupled decay uses different magnitudes - do not copy values across).",
+    zh=Chinese(
+        title="普通 SGD 配 0.1 的权重衰减（把 AdamW 的取值用错了地方）",
+        symptom="权重范数缩小到初始值的百分之几，而损失停在随机水平；更新比很大只是因为权重几乎消失了。",
+        cause="SGD 的 weight_decay 是耦合的 L2 惩罚：每一步把每个权重缩小 lr × decay = 1%，在 300 步内累"
+              "积成 20 倍的缩小，比数据梯度推回来的速度更快；网络朝全零函数坍缩。0.1 是解耦式 (AdamW) 衰"
+              "减的常见取值。",
+        experiment="把权重衰减除以 100，其余不变：权重不再缩小，损失像基线一样下降。",
+        fix="SGD 的耦合 L2 惩罚使用 1e-4 到 1e-3 左右的衰减（AdamW 的解耦衰减数量级不同，不要互相照搬取值"
+            "）。"),
     edit=(Set("weight_decay", 0.1),),
     repair=(Set("weight_decay", 5e-4),),
     probe=(Scale("weight_decay", 1 / 100),),
@@ -150,6 +185,14 @@ BATCH_TOO_SMALL = Fault(
                "would calm down; the noise of two-sample batches does not.",
     fix="Use a larger batch (or accumulate gradients over several small ones) and "
         "scale the learning rate with the batch size.",
+    zh=Chinese(
+        title="批大小为 2，学习率却是按 64 调的",
+        symptom="损失每一步都要摆动自身大小的一半左右，而且一直摆动、不收敛；最终准确率更低，并且随种子 "
+                "(seed) 变化。",
+        cause="每一步的损失和梯度只来自 2 个样本，两者都是噪声很大的估计；Adam 会把步长归一化，所以每个带"
+              "噪的梯度仍让权重走满一整步，方向大半是随机的。",
+        experiment="把学习率除以 10：摆动依旧。学习率过大的话会平静下来；两个样本的批次带来的噪声不会。",
+        fix="使用更大的批次（或在几个小批次上累积梯度），并随批大小缩放学习率。"),
     edit=(Set("batch_size", 2),),
     repair=(Set("batch_size", 64),),
     probe=(Scale("lr", 0.1),),
@@ -185,6 +228,17 @@ EXPLODING_GRADIENTS = Fault(
     fix="Scale each residual branch by 1/sqrt(2 x depth) (here 0.125), as deep "
         "Transformers do, or add normalisation; a lower rate also helps. Use clipping "
         "only as a guard rail.",
+    zh=Chinese(
+        title="深层残差堆叠（32 个块，无归一化）沿用浅层模型的学习率",
+        symptom="损失先是晃动，然后在几步之内上升几个数量级并变成 NaN；梯度范数一开始就比基线高好几倍，并"
+                "且最先在最后几个块和输出头处爆炸。",
+        cause="每个残差块都把自己的输出加到累积的激活上，没有任何东西去重新缩放它，于是 32 个块会把激活和"
+              "梯度的大小成倍放大。为 3 层模型调好的学习率现在迈出的步子会放大下一个梯度，而它又放大下一"
+              "步：一个以溢出告终的正反馈回路。",
+        experiment="把梯度范数裁剪到 10：NaN 消失了，但损失仍然爆炸（到 1e11 以上），什么也没学到。梯度裁"
+                   "剪 (gradient clipping) 治的是症状；原因是深度 × 学习率。",
+        fix="把每个残差分支乘以 1/sqrt(2 × depth)（这里是 0.125），就像深层 Transformer 所做的那样，或者"
+            "加入归一化；降低学习率也有帮助。裁剪只当作护栏使用。"),
     edit=(Set("depth", 32),),
     instrument="gradients",
     repair=(Set("residual_scale", 0.125),),  # 1 / sqrt(2 x depth) at depth 32
@@ -231,6 +285,17 @@ LR_DECAYED_TOO_EARLY = Fault(
                "small from the start would keep improving, and it never was large.",
     fix="Step an epoch-based scheduler once per epoch (here: decay every 930 steps), "
         "and plot the learning rate next to the loss.",
+    zh=Chinese(
+        title="按 epoch 设计的阶梯调度被每个批次调用（每 30 步学习率 /10）",
+        symptom="损失在最初几十步正常下降，然后在远高于基线的位置变平并停在那里；步长缩小了几个数量级，而"
+                "梯度的大小不变。",
+        cause="StepLR(step_size=30, gamma=0.1) 是经典的“每 30 个 epoch 除以 10”的调度，但 "
+              "scheduler.step() 在每个批次之后都被调用，于是学习率每 30 步就除以 10：100 步之后它小了 "
+              "1000 倍，模型还没学会，训练就冻结了。",
+        experiment="训练时间延长到三倍：损失停在原处，因为每多走的一步都小了十亿倍。如果学习率只是从一开"
+                   "始就偏小（它从来没有大过），损失会继续改善。",
+        fix="基于 epoch 的调度器每个 epoch 只调用一次（这里：每 930 步衰减一次），并把学习率和损失画在一"
+            "起。"),
     edit=(Set("lr_decay_every", 30),),
     repair=(Set("lr_decay_every", 930),),  # 30 epochs of 31 batches
     probe=(Scale("steps", 3),),
