@@ -8,6 +8,10 @@ each notebook's kernel during the item's call, so the kernel inherits that item'
 folder.  Notebooks running side by side (`-n 2`) therefore never share a file, and a
 rerun never meets the previous run's observations.  The folder is removed afterwards,
 except when the item failed: then its path is in the report, to read the worksheet.
+
+The Chinese edition (`notebooks/zh/`) has the English code cells, so its language
+cannot come from them: it comes from $FAILURELAB_LANG, which a student sets when starting
+Jupyter (README) and which this sets to "zh" for each item in that folder, the same way.
 """
 
 from __future__ import annotations
@@ -15,11 +19,15 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 
 VARIABLE = "FAILURELAB_WORKSHEET_DIR"  # failurelab.worksheet.DIRECTORY_VARIABLE
+LANGUAGE = "FAILURELAB_LANG"  # failurelab.text.ENV
+CHINESE = Path(__file__).resolve().parent / "notebooks" / "zh"
 _SAVED = pytest.StashKey[tuple[str | None, str]]()
+_LANGUAGE = pytest.StashKey[str | None]()
 _FAILED = pytest.StashKey[bool]()
 
 
@@ -28,6 +36,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     folder = tempfile.mkdtemp(prefix="failurelab-verify-")
     item.stash[_SAVED] = (os.environ.get(VARIABLE), folder)
     os.environ[VARIABLE] = folder
+    if CHINESE in Path(item.path).resolve().parents:
+        item.stash[_LANGUAGE] = os.environ.get(LANGUAGE)
+        os.environ[LANGUAGE] = "zh"
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -42,9 +53,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     previous, folder = item.stash.get(_SAVED, (None, ""))
+    if _LANGUAGE in item.stash:
+        _restore(LANGUAGE, item.stash[_LANGUAGE])
     if previous is None:
         os.environ.pop(VARIABLE, None)
     else:
         os.environ[VARIABLE] = previous
     if folder and not item.stash.get(_FAILED, False):
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _restore(variable: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(variable, None)
+    else:
+        os.environ[variable] = value
