@@ -70,6 +70,8 @@ TEXTS = {
     "disagrees": Text("; the telemetry read {observed} and disagrees",
                       "；遥测数据读出的是 {observed}，与之不符"),
     "or": Text(" or ", " 或 "),
+    "symptom": Text("{shape}: {evidence}", "{shape}：{evidence}"),
+    "more": Text("; {evidence}", "；{evidence}"),
     "attempted": Text("attempted {attempted} of {experiments}, graded {graded}",
                       "作答 {attempted}/{experiments}，已评分 {graded}"),
     "nothing_graded": Text(": nothing graded yet", "：尚无评分"),
@@ -163,9 +165,10 @@ def _row(entry: Entry, lang: str | None = None) -> tuple[str, ...]:
     obs, predicted = entry.observation, prediction_text(entry.prediction, lang)
     if obs is None:
         return "", "", "", "", predicted, word(NOT_OBSERVED, lang), NONE
-    symptom = f"{shapes.name(obs.shape, lang)}: {obs.shape_evidence}"
+    symptom = say("symptom", lang, shape=shapes.name(obs.shape, lang),
+                  evidence=obs.shape_evidence)
     if obs.evidence != obs.shape_evidence:
-        symptom += f"; {obs.evidence}"
+        symptom += say("more", lang, evidence=obs.evidence)
     key = _telemetry_texts(obs, lang)
     cause = key["cause"]
     if obs.lookalikes:
@@ -211,7 +214,8 @@ def _key_texts(entry: Entry, lang: str | None = None) -> dict[str, str]:
     if entry.observation is None:
         return {}
     obs = entry.observation
-    return {"symptom": f"{shapes.name(obs.shape, lang)}: {obs.shape_evidence}",
+    return {"symptom": say("symptom", lang, shape=shapes.name(obs.shape, lang),
+                           evidence=obs.shape_evidence),
             **_telemetry_texts(obs, lang)}
 
 

@@ -70,6 +70,7 @@ WORDS = {
                 "{name}：损失以及显示原因的仪表，灰色为基线"),
     "measured": Text("Signature: measured", "特征 (signature)：实测"),
     "says": Text("When it fires, the signature says:", "特征成立时，它的结论是："),
+    "stop": Text(".", "。"),
     "diagnosis": Text("Diagnosis of the faulty run", "对有故障运行的诊断"),
     "symptom": Text("Symptom", "现象"), "cause": Text("Cause", "可能原因"),
     "experiment": Text("Distinguishing experiment", "区分实验"), "fix": Text("Fix", "修复动作"),
@@ -322,8 +323,9 @@ def render_card(card: Card, before: str | None = None, after: str | None = None)
             f'<img src="{_e(card.image)}" alt="{_e(_w("alt", lang, name=card.name))}">',
             _worksheet(f, lang), f"<h2>{_e(_w('measured', lang))}</h2>",
             f"<p>{_status(card)} "
-            f"{_e(verdict(card.name, card.fired, card.baseline_fired, lang))}."
-            f" {_e(_w('says', lang))} <em>{_e(f.signature.says(lang))}</em></p>",
+            f"{_e(verdict(card.name, card.fired, card.baseline_fired, lang))}"
+            f"{_e(_w('stop', lang))} {_e(_w('says', lang))} "
+            f"<em>{_e(f.signature.says(lang))}</em></p>",
             _conditions(card), f"<h2>{_e(_w('diagnosis', lang))}</h2>",
             f"<pre>{_e(card.diagnosis)}</pre>", f'<div class="nav">{nav}</div>']
     return _page(f"{card.name} - failurelab", "\n".join(body), lang)

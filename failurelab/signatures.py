@@ -117,7 +117,8 @@ class Condition:
         sign = "≥" if self.above else "≤"
         label = self.text("label", lang)
         if self.quantity in BINARY and value == value:
-            return f"{label}: {(YES if value >= 0.5 else NO).say(lang)}"
+            return BINARY_VALUE.say(lang, label=label,
+                                    answer=(YES if value >= 0.5 else NO).say(lang))
         return (f"{label} {fmt(value, lang)}{self.text('suffix', lang)} ({sign} "
                 f"{fmt(self.threshold, lang)})")
 
@@ -163,7 +164,8 @@ class Signature:
                  for c, m in zip(self.conditions, margins)
                  if c.required or values[c.quantity] == values[c.quantity]]
         measured = AND.pick(lang).join(parts)
-        sentence = f"{measured}: {self.says(lang)}" if fired else measured
+        sentence = VERDICT.say(lang, measured=measured, verdict=self.says(lang)) if fired \
+            else measured
         missing = tuple(c.quantity for c in self.conditions
                         if c.required and math.isnan(values[c.quantity]))
         return Evidence(fault, fired, score, values, sentence, missing)
@@ -214,6 +216,8 @@ def side_by_side(fault: str, signature: Signature, faulty: pd.DataFrame,
 
 YES, NO = Text("yes", "是"), Text("no", "否")
 AND = Text(" and ", "，且 ")
+VERDICT = Text("{measured}: {verdict}", "{measured}：{verdict}")
+BINARY_VALUE = Text("{label}: {answer}", "{label}：{answer}")
 NOT_MEASURED, NEVER = Text("n/a", "无数据"), Text("never", "从未")
 
 
