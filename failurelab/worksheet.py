@@ -40,12 +40,26 @@ from .grading import HEALTHY, NO_PREDICTION
 from .records import Entry, Explanation, Observation, Prediction, Sheet, Truth, dump, load
 from .runs import history_of
 from .tables import export
+from .text import Text
 
 DIRECTORY_VARIABLE = "FAILURELAB_WORKSHEET_DIR"
 
 __all__ = ["Entry", "Explanation", "NotObservedYet", "Observation", "Prediction",
            "PredictionLocked", "Sheet", "Worksheet", "load", "resolve"]
 
+
+# What a refusal tells the student, in $FAILURELAB_LANG.
+REFUSALS = {
+    "locked": Text("{name} was observed at {when} (in {path}); its prediction ({old}) can no "
+                   "longer change to ({new}). Predict before running: to predict again, use "
+                   "a new experiment name.",
+                   "{name} 已于 {when} 被观察（在 {path} 中）；它的预测（{old}）不能再改成"
+                   "（{new}）。请在运行之前预测：要重新预测，请使用一个新的实验名称。"),
+    "unobserved": Text("{name} has not been observed yet (in {path}): run it and "
+                       "ws.observe({name}, run) first, then explain what you saw",
+                       "{name} 还没有被观察（在 {path} 中）：先运行它并调用 "
+                       "ws.observe({name}, run)，再解释你看到了什么"),
+}
 
 class PredictionLocked(ValueError):
     """A prediction changed after its experiment was observed: that is back-filling."""
@@ -107,10 +121,9 @@ class Worksheet:
                 return old or replace(guess, at=_now())  # re-running: nothing changes
             if entry.locked:
                 when = entry.observation.at if entry.observation else entry.truth.at
-                raise PredictionLocked(
-                    f"{name!r} was observed at {when} (in {self.path}); its prediction "
-                    f"({old or NO_PREDICTION}) can no longer change to ({guess}). Predict "
-                    f"before running: to predict again, use a new experiment name.")
+                raise PredictionLocked(REFUSALS["locked"].say(
+                    name=repr(name), when=when, path=self.path, old=old or NO_PREDICTION,
+                    new=guess))
             if old is not None:
                 entry.earlier.append(old)
             entry.prediction = replace(guess, at=_now())
@@ -149,9 +162,8 @@ class Worksheet:
         def change(sheet: Sheet) -> Explanation:
             entry = sheet.entries.get(name)
             if entry is None or not entry.locked:
-                raise NotObservedYet(f"{name!r} has not been observed yet (in {self.path}): "
-                                     f"run it and ws.observe({name!r}, run) first, then "
-                                     f"explain what you saw")
+                raise NotObservedYet(REFUSALS["unobserved"].say(name=repr(name),
+                                                               path=self.path))
             if entry.explanation is not None and entry.explanation.same_as(draft):
                 return entry.explanation
             if entry.explanation is not None:
