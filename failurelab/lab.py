@@ -36,7 +36,7 @@ FOLLOWUP = {
     "not_documented": Text("✗ NOT as documented", "✗ 与文档不一致"),
     "line": Text("{kind} ({change}): {verdict}\n  measured on the new run: {measured}",
                  "{kind}（{change}）：{verdict}\n  新运行的实测：{measured}"),
-    "gone": Text(" ✓ gone", " ✓ 已消失"),
+    "gone": Text(" ✓ gone", " ✓ 已消失"), "separator": Text("; ", "；"),
     "against": Text("{label} {value} (fault: {sign} {threshold}){gone}",
                     "{label} {value}（故障：{sign} {threshold}）{gone}"),
 }
@@ -78,7 +78,7 @@ def _against_signature(signature: Signature, evidence: Evidence) -> str:
         parts.append(FOLLOWUP["against"].say(label=c.text("label"), value=fmt(value),
                                              sign="≥" if c.above else "≤",
                                              threshold=fmt(c.threshold), gone=gone))
-    return "; ".join(parts)
+    return FOLLOWUP["separator"].pick().join(parts)
 
 
 @dataclass(frozen=True)
