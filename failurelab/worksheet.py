@@ -132,7 +132,8 @@ class Worksheet:
         return self._change(change)
 
     def observe(self, name: str, run) -> Observation:
-        """Record what the telemetry of `run` (a Run or a history) shows."""
+        """Record what the telemetry of `run` (a Run or a history) shows; its evidence
+        sentences are written in the session's language ($FAILURELAB_LANG)."""
         name = check_name(name)
         seen = read_telemetry(run)
 

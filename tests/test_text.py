@@ -155,3 +155,19 @@ def test_alerts_follow_the_environment_language(monkeypatch):
     found = {a.kind: str(a) for a in failurelab.alerts(_stalled_history())}
     assert set(found) == {"update_ratio", "plateau"}
     assert all(text.startswith("第 59 步：") and CJK.search(text) for text in found.values())
+
+
+def test_the_command_line_speaks_the_chosen_language(capsys, monkeypatch):
+    from failurelab.cli import main
+
+    monkeypatch.delenv(ENV, raising=False)
+    assert main(["list", "--lang", "zh"]) == 0
+    listing = capsys.readouterr().out
+    assert "学习率大了 30 倍" in listing and "huge_lr" in listing
+    monkeypatch.setenv(ENV, "zh")
+    assert main(["list"]) == 0 and "名称" in capsys.readouterr().out
+    assert main(["list", "--lang", "en"]) == 0
+    assert "Learning rate 30x too large" in capsys.readouterr().out
+    monkeypatch.setenv(ENV, "klingon")
+    assert main(["list"]) == 2
+    assert "unknown language in FAILURELAB_LANG='klingon'" in capsys.readouterr().err
