@@ -130,6 +130,38 @@ def _edge(c, healthy: list) -> str:
     return f"{_range([v for v, _ in measured])} (edge: {family})"
 
 
+def _condition_row(c, healthy: list, own: list) -> str:
+    sign = "≥" if c.above else "≤"
+    physical = c.threshold if c.physical is None else c.physical
+    return (f"| {c.role} | {c.label} (`{c.quantity}`) | {sign} {fmt(physical)} | "
+            f"{sign} {fmt(c.threshold)} | {_edge(c, healthy)} | "
+            f"{_range([r.values.get(c.quantity, math.nan) for r in own])} | {c.why} |")
+
+
+def cross_check(faults, lab) -> list[str]:
+    """Which signatures fire on another fault's lab runs: a fired look-alike, and
+    whether the diagnosis still ranks the injected fault first."""
+    lines = ["## Cross-check: signatures firing on other faults' runs\n",
+             "Each row: a signature that fired on lab runs of another fault (seeds as "
+             "above), and on how many of them the diagnosis still named the injected "
+             "fault first. A fault whose mechanism produces another's evidence ranks "
+             "first (`Fault.explains`: a summed loss makes huge steps).\n",
+             "| signature | fired on runs of | runs | injected fault still first |",
+             "|---|---|---|---|"]
+    pairs: dict = {}
+    for r in lab:
+        top = fl.diagnose(r.history, faults).top
+        for name, fault in faults.items():
+            if name != r.expected and fault.evidence(r.history, dict(r.values)).fired:
+                fired, first = pairs.get((name, r.expected), (0, 0))
+                pairs[(name, r.expected)] = (fired + 1, first + (top == r.expected))
+    if not pairs:
+        lines.append("| (none) | | | |")
+    for (name, other), (fired, first) in sorted(pairs.items()):
+        lines.append(f"| `{name}` | `{other}` | {fired} | {first}/{fired} |")
+    return lines + [""]
+
+
 def render(faults, healthy, lab, description, seconds) -> str:
     out = ["# Signatures: thresholds calibrated on a healthy population\n",
            f"Regenerate with `python benchmarks/signatures.py --write-ranges` "
@@ -152,20 +184,19 @@ def render(faults, healthy, lab, description, seconds) -> str:
         out.append(f"| `{name}` | {fired}/{len(own)} | {alarms}/{len(healthy)} | "
                    f"{'yes' if fault.signature.lab_only else 'no'} |")
     out.append("")
+    out += cross_check(faults, lab)
     for name, fault in faults.items():
         own = [r for r in lab if r.expected == name]
-        out += [f"## `{name}` ({fault.task}): {fault.title}\n",
-                f"Verdict when it fires: {fault.signature.verdict}\n",
-                "| role | quantity | physical | calibrated | healthy population | "
-                "faulty lab runs | why |", "|---|---|---|---|---|---|---|"]
-        for c in fault.signature.conditions:
-            sign = "≥" if c.above else "≤"
-            physical = c.threshold if c.physical is None else c.physical
-            out.append(f"| {c.role} | {c.label} (`{c.quantity}`) | {sign} {fmt(physical)} | "
-                       f"{sign} {fmt(c.threshold)} | {_edge(c, healthy)} | "
-                       f"{_range([r.values.get(c.quantity, math.nan) for r in own])} | "
-                       f"{c.why} |")
-        out.append("")
+        out.append(f"## `{name}` ({fault.task}): {fault.title}\n")
+        for i, signature in enumerate(fault.signatures):
+            if i:
+                out.append("Another route to the same cause, for loops that record its "
+                           "columns (the stronger route that fires counts):\n")
+            out += [f"Verdict when it fires: {signature.verdict}\n",
+                    "| role | quantity | physical | calibrated | healthy population | "
+                    "faulty lab runs | why |", "|---|---|---|---|---|---|---|"]
+            out += [_condition_row(c, healthy, own) for c in signature.conditions]
+            out.append("")
     out.append("## Causes of the course not in the catalogue, and why\n\n"
                "| cause | what was tried, and what was measured | why it is not a fault "
                "here |\n|---|---|---|")

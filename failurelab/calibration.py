@@ -42,5 +42,6 @@ def merge_ranges(parts: Iterable[Ranges]) -> Ranges:
 
 def calibrate(faults: dict, ranges: Ranges) -> dict:
     """The faults with their signatures' thresholds moved clear of `ranges`."""
-    return {name: replace(f, signature=f.signature.calibrated(ranges))
+    return {name: replace(f, signature=f.signature.calibrated(ranges),
+                          also=tuple(s.calibrated(ranges) for s in f.also))
             for name, f in faults.items()}

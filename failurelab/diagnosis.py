@@ -147,7 +147,9 @@ def diagnose(history, faults: dict | None = None, lang: str | None = None) -> Di
     missing = [name for name, col in INSTRUMENT_COLUMNS.items() if col not in history.columns
                and not (name == "padding" and values["input_is_tokens"] == 0)]
     if fired:  # other causes whose evidence is nearly as strong
-        lookalikes = [e.fault for e in fired[1:] if fired[0].score - e.score < LOOKALIKE_GAP]
+        explained = faults[fired[0].fault].explains
+        lookalikes = [e.fault for e in fired[1:] if fired[0].score - e.score < LOOKALIKE_GAP
+                      and e.fault not in explained]
     elif shape != "healthy":  # an unexplained failure: untestable faults that fit it
         lookalikes = [name for name in unchecked if _shows(faults[name], shape)]
     else:
@@ -155,6 +157,8 @@ def diagnose(history, faults: dict | None = None, lang: str | None = None) -> Di
     if causes:
         experiment = faults[causes[0][0]].text("experiment", lang)
         confidence = _confidence(fired[0].score, bool(lookalikes))
+        if shape == "healthy" and not _shows(faults[causes[0][0]], shape):
+            confidence = "low" if confidence == "low" else "medium"  # no harm seen yet
     else:
         experiment = NEXT_STEP[shape].say(lang) if shape in NEXT_STEP else None
         confidence = "low" if shape != "healthy" else "medium" if unchecked else "high"
@@ -192,7 +196,20 @@ def _evaluate(history: pd.DataFrame, values: dict[str, float], faults: dict, lan
         elif ev.missing and _holds_where_measured(fault, ev):
             unchecked.append(fault.name)
     fired.sort(key=lambda e: -e.score)
-    return fired, unchecked
+    return _explained_last(fired, faults), unchecked
+
+
+def _explained_last(fired: list, faults: dict) -> list:
+    """Move each fired fault ahead of the fired faults its mechanism explains: their
+    evidence is its consequence, so their score says nothing against it."""
+    order = list(fired)
+    for e in fired:
+        explained = [i for i, other in enumerate(order)
+                     if other.fault in faults[e.fault].explains]
+        if explained and min(explained) < order.index(e):
+            order.remove(e)
+            order.insert(min(explained), e)
+    return order
 
 
 def _shows(fault, shape: str) -> bool:

@@ -65,6 +65,10 @@ class Fault:
     fixed_accuracy: float = 0.9  # validation accuracy the fixed run reaches in every seed
     other_shapes: tuple[str, ...] = ()  # shapes some seeds show instead (said honestly)
     instrument: str | None = None  # the plot that shows the cause, if not the signature's
+    also: tuple[Signature, ...] = ()  # other routes to the same cause, for loops that
+    #   record other columns (a validation loss); the strongest route that fires counts
+    explains: tuple[str, ...] = ()  # faults whose evidence this one's mechanism produces
+    #   (a summed loss makes every step too large): when both fire, this one ranks first
     zh: Chinese | None = None  # the teaching texts in Chinese
 
     def text(self, part: str, lang: str | None = None) -> str:
@@ -92,9 +96,19 @@ class Fault:
         """The recipe fields the injection changes: where the fault enters the loop."""
         return tuple(change.field for change in self.edit)
 
+    @property
+    def signatures(self) -> tuple[Signature, ...]:
+        """The main signature, then the other routes to the same cause."""
+        return (self.signature, *self.also)
+
     def evidence(self, history: pd.DataFrame, cache: dict | None = None,
                  lang: str | None = None) -> Evidence:
-        return self.signature.evaluate(self.name, history, cache, lang)
+        """The strongest route that fires; the main signature's evidence if none does.
+        `lang`: the language of its sentence."""
+        cache = {} if cache is None else cache
+        routes = [s.evaluate(self.name, history, cache, lang) for s in self.signatures]
+        fired = [e for e in routes if e.fired]
+        return max(fired, key=lambda e: e.score) if fired else routes[0]
 
     def __post_init__(self):
         if self.family not in FAMILIES:

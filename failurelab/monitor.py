@@ -42,9 +42,11 @@ CHUNK_STEPS = 32  # steps whose statistics are computed together
 CHUNK_BYTES = 64 * 2**20  # ...unless their pending copies would exceed this
 GLOBAL_COLUMNS = ("step", "loss", "grad_norm", "weight_norm", "update_norm", "update_ratio",
                   "grad_cosine", "nonfinite", "zero_grad_frac", "lr", "param_lowp_frac",
-                  "unoptimized_params", "step_skipped")
+                  "unoptimized_params", "step_skipped", "dropout_rate")
 INPUT_COLUMNS = ins.Inputs.columns + ins.Outputs.columns
 _LOWP = (torch.float16, torch.bfloat16)
+_DROPOUTS = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
+             torch.nn.AlphaDropout, torch.nn.FeatureAlphaDropout)
 _GATHERED = ("loss", "nonfinite", "batch_size", "input_absmax", "input_nonfinite",
              "output_nonfinite", "output_grad_min", "output_prob_frac", "output_logprob_frac",
              "output_grad_zero_frac")
@@ -57,7 +59,7 @@ class _Step:
 
     loss: float
     payloads: dict  # instrument -> its payload for this step
-    state: tuple  # lr, param_lowp_frac, unoptimized_params, step_skipped
+    state: tuple  # lr, param_lowp_frac, unoptimized_params, step_skipped, dropout_rate
     extra: dict[str, float]
     shapes: tuple  # steps stack together only if their forward tensors match
 
@@ -91,6 +93,7 @@ class Monitor:
         self._optimizer = optimizer
         optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
         self._unoptimized = [p for p in self._params if id(p) not in optimized]
+        self._dropouts = [m for m in model.modules() if isinstance(m, _DROPOUTS)]
         self._chunk = max(1, min(CHUNK_STEPS, CHUNK_BYTES // (16 * _numel(self._params))))
         self._parameters = ins.Parameters(self._params, [n for n, _ in named], self._chunk,
                                           "layers" in groups, self._interval)
@@ -205,7 +208,7 @@ class Monitor:
         if not stepped:
             self._lr = ins.first_lr(self._optimizer)
         state = (self._lr, self._lowp_share(), sum(p.grad is not None for p in self._unoptimized),
-                 0 if stepped else 1)
+                 0 if stepped else 1, self._dropout_rate())
         payloads, shapes = self._take(stepped)
         step = _Step(loss_value, payloads, state, extra, shapes)
         if self._pending and shapes != self._pending[0].shapes:
@@ -266,6 +269,11 @@ class Monitor:
                 continue
             self._table.fill(rows, steps, values, partials)
         self._table.append(rows, steps, partials, keep_partials=self._world > 1)
+
+    def _dropout_rate(self) -> float:
+        """The largest drop probability among the model's dropout layers that are in
+        training mode now (0 with none): what a training-mode loss pays for dropout."""
+        return max((float(m.p) for m in self._dropouts if m.training), default=0.0)
 
     def _lowp_share(self) -> float:
         """Share of trainable parameter entries stored in float16/bfloat16, refreshed

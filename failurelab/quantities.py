@@ -133,17 +133,19 @@ def nonfinite_losses(h):
 
 
 def loss_swing(h):
-    """Spread of the smoothed loss over the second half: (90th - 10th percentile of a
-    3-step moving average) over max(its median, the initial loss).  Minibatch noise
+    """Spread of the smoothed loss over the second half: the interquartile range of a
+    3-step moving average over max(its median, the initial loss).  Minibatch noise
     around a converged loss gives ~0.1; swings that neither settle nor blow up give
-    several tenths."""
+    several tenths.  Quartiles, not the 10th/90th percentiles: a healthy run on small
+    batches has rare hard batches whose loss is 5-10x the median, and they should not
+    read as swings of the whole curve."""
     s = _losses(h)
     if len(s) < 20:
         return NAN
     smooth = s.rolling(3).mean().dropna()
     half = smooth.iloc[len(smooth) // 2:]
     scale = max(float(half.median()), loss_start(h))
-    return float(half.quantile(0.9) - half.quantile(0.1)) / scale if scale > 0 else NAN
+    return float(half.quantile(0.75) - half.quantile(0.25)) / scale if scale > 0 else NAN
 
 
 def loss_spikiness(h):
@@ -194,6 +196,15 @@ def grad_cosine_end(h):
     h = _stepped(h)
     return _median(_tail(h["grad_cosine"])) if "grad_cosine" in h else NAN
 
+
+
+def grad_turn_end(h):
+    """1 - grad_cosine_end: how far consecutive gradients turn.  A running sum of t
+    gradients turns by about 1/t^2 per step (1e-4 after 100 steps), fresh minibatch
+    gradients by 0.35 or more, so the evidence lives in decades, not in the cosine's
+    last digits."""
+    cosine = grad_cosine_end(h)
+    return max(1.0 - cosine, 1e-9) if cosine == cosine else NAN
 
 def grad_growth(h):
     """Median gradient norm over the last 20% over the gradient norm of the first step
@@ -438,6 +449,12 @@ def train_eval_loss_gap(h):
     return loss_end(h) - _stat(_values(h, "val_loss"), _last)
 
 
+
+def dropout_rate(h):
+    """Median of the largest drop probability among the model's dropout layers in
+    training mode (0: no dropout); NaN when the history does not record it."""
+    return _median(_column(h, "dropout_rate"))
+
 def label_purity_median(h):
     """Median share of a batch taken by its most common label (1 = one class only);
     NaN for batches under 16 samples, whose label mix says little."""
@@ -471,7 +488,7 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
     f.__name__: f for f in (
         loss_start, loss_end, loss_peak_ratio, loss_progress, loss_end_spread,
         nonfinite_losses, first_nonfinite, loss_swing, loss_spikiness, loss_persistence,
-        unhealthy_curve, grad_norm_max, grad_cosine_end, grad_growth, grad_norm_rising,
+        unhealthy_curve, grad_norm_max, grad_cosine_end, grad_turn_end, grad_growth, grad_norm_rising,
         update_ratio_median, update_ratio_start, zero_grad_median, grad_zero_steps,
         unoptimized_max, param_no_grad_share, first_layer_grad_share, weight_norm_change,
         saturation_median, dead_start, dead_end, input_absmax, input_scale_spread,
@@ -479,7 +496,7 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
         output_grad_floor, output_prob_share, output_logprob_share, float16_share,
         input_nonfinite_total, val_acc_best, val_acc_end,
         val_loss_end, val_min_recall_end, val_loss_rise, val_jitter_max, train_val_acc_gap,
-        train_eval_loss_gap, label_purity_median, data_time_share, pad_attention_median,
+        train_eval_loss_gap, dropout_rate, label_purity_median, data_time_share, pad_attention_median,
         pad_sensitivity_max,
     )
 }

@@ -18,7 +18,8 @@ INPUTS = ("nonfinite_losses", "first_nonfinite", "loss_progress", "loss_peak_rat
 
 # --- thresholds, checked in the order of `classify` ------------------------------------
 BLOWUP = 10.0  # a final loss 10x the initial one has blown up, NaN or not
-SWING = 0.35  # smoothed swings of 35% of the loss scale: healthy noise stays under 0.22
+SWING = 0.3  # smoothed swings (interquartile) of 30% of the loss scale: healthy runs of
+#             every zoo family and optimizer stay under 0.2, the lab's baselines under 0.1
 STEP_PEAK = 3.0  # swings that reach 3x the initial loss are jumps, not noise
 RISE = 1.3  # a loss that peaked 30% above its start and never came back below it diverged
 STUCK = 0.2  # removing under 20% of the initial loss: the curve never left its level

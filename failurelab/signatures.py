@@ -94,8 +94,10 @@ class Condition:
         """This condition with its threshold moved clear of a healthy range [low, high]:
         the healthy edge moved out by LOG_MARGIN (ratios) or one unit (linear
         quantities), never inside the physical threshold.  Guards are facts, not
-        measurements of degree, and stay as they are."""
-        if self.role == "guard" or not (math.isfinite(low) and math.isfinite(high)):
+        measurements of degree, and stay as they are; so do yes/no quantities (a healthy
+        run that reads "yes" is a defect of the rule that measured it, not a reason to
+        demand 1.5 of a 0/1 value)."""
+        if self.role == "guard" or self.quantity in BINARY or not (math.isfinite(low) and math.isfinite(high)):
             return self
         physical = self.threshold if self.physical is None else self.physical
         if self.above:

@@ -24,7 +24,11 @@ def curve(loss, val=None):
 rng = np.random.default_rng(0)
 STEPS = np.arange(300)
 FALLING = 1.1 * np.exp(-STEPS / 40) + 0.05 + 0.02 * rng.random(300)
-SWINGING = np.r_[1.1, np.abs(0.5 + 0.5 * rng.standard_normal(299))]  # noise, start 1.1
+# swings that last several steps around a level that never falls (start 1.1)
+SWINGING = np.r_[1.1, 0.6 + 0.35 * np.sin(np.arange(299) / 2) + 0.05 * rng.random(299)]
+# a falling curve with a hard batch every 15 steps, above the loss's start: small-batch
+# SGD, healthy (the 10th-90th percentile swing called it oscillating)
+SPIKY = FALLING + np.where(STEPS % 15 == 7, 1.5, 0.0)
 CYCLE = np.r_[4.0, 4.0, 3.8, 3.5, 3.0, 2.2, 1.4, 0.8, 0.4, 0.2]  # a jump, then recovery
 JUMPS = np.r_[1.1 * np.exp(-np.arange(30) / 5), np.tile(CYCLE, 27)]
 EVALS = np.arange(30)
@@ -32,6 +36,7 @@ EVALS = np.arange(30)
 
 @pytest.mark.parametrize("loss, val, shape", [
     (FALLING, None, "healthy"),
+    (SPIKY, None, "healthy"),
     (np.full(300, 1.1) + 0.005 * rng.standard_normal(300), None, "plateau"),
     (0.8 + 0.3 * np.exp(-STEPS / 30) + 0.005 * rng.standard_normal(300), None, "plateau"),
     (1.1 * np.exp(STEPS / 60), None, "diverging"),
@@ -40,7 +45,7 @@ EVALS = np.arange(30)
     (SWINGING, None, "oscillating"),
     (JUMPS, None, "stepwise"),
     (FALLING, 0.3 + 0.01 * (EVALS - 6).clip(0), "degrading"),
-], ids=["healthy", "flat", "stalled-high", "rising", "rising-to-nan", "nan-at-once",
+], ids=["healthy", "healthy-spiky", "flat", "stalled-high", "rising", "rising-to-nan", "nan-at-once",
         "swinging", "jump-and-recover", "validation-worsens"])
 def test_synthetic_curves_get_their_shape(loss, val, shape):
     assert fl.diagnose(curve(loss, val)).shape == shape

@@ -129,7 +129,7 @@ def test_the_catalogue_imports_point_one_way():
 
 
 def test_check_says_what_it_measured_when_the_signature_is_absent():
-    with pytest.raises(AssertionError, match=r"gradient cosine .* \(≥ 0.95\)"):
+    with pytest.raises(AssertionError, match=r"gradient turn \(1 - cosine\) .* \(≤ 0.05\)"):
         fl.check(cached_run(fl.baseline(), 0), "no_zero_grad")
 
 

@@ -29,4 +29,4 @@ def test_unknown_faults_and_families_are_refused_with_the_known_ones():
     with pytest.raises(KeyError, match="known: .*no_zero_grad"):
         fl.in_the_wild("no_such_bug")
     with pytest.raises(ValueError, match="applies to"):
-        fl.in_the_wild("exploding_gradients", families=["gru"])
+        fl.in_the_wild("deep_unscaled_residual", families=["gru"])

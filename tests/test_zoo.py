@@ -177,9 +177,11 @@ def test_unsafe_loss_and_the_deep_unnormalised_stack_turn_the_loss_non_finite():
     for severity in zoo.FAULTS["unsafe_log_loss"].severities:
         h = _run(_case("bag", "unsafe_log_loss", severity))
         assert h.nonfinite.iloc[-1] > 0 and h.input_nonfinite.sum() == 0
-    for depth in zoo.FAULTS["exploding_gradients"].severities:
-        h = _run(_case("resmlp", "exploding_gradients", depth))
-        assert h.grad_norm.iloc[0] > 10 * _run(zoo.Case("resmlp", "sgd")).grad_norm.iloc[0]
+    healthy = _run(zoo.Case("resmlp", "sgd"))
+    for depth in zoo.FAULTS["deep_unscaled_residual"].severities:
+        h = _run(_case("resmlp", "deep_unscaled_residual", depth))
+        assert h.grad_norm.iloc[0] > 10 * healthy.grad_norm.iloc[0]
+        assert h.output_std.iloc[0] > 10 * healthy.output_std.iloc[0]  # already at init
 
 
 def test_detached_graph_stops_gradients_before_the_cut():

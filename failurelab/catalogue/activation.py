@@ -6,7 +6,7 @@ from ..fault import Chinese, Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import ALL_CONNECTED, FINITE, INPUTS_SCALED, STEPS_SANE, STUCK, UNHEALTHY
+from .conditions import ALL_CONNECTED, FINITE, INPUTS_SCALED, STEPS_SANE, STUCK
 
 SATURATED_SIGMOID = Fault(
     name="saturated_sigmoid",
@@ -100,8 +100,9 @@ DEAD_RELU = Fault(
         C("dead_start", True, 0.9, "dead ReLU share at step 0",
           "nine in ten units off for a whole batch at initialisation; a healthy layer "
           "has a third or fewer off, and units that die later point to large updates "
-          "instead", log=False, unit=0.01),
-        UNHEALTHY,
+          "instead. Named even when the loss still falls (a residual or normalised "
+          "path routes around the dead layer): the layer is lost capacity either way",
+          log=False, unit=0.01),
     ), "the ReLU layer is dead from initialisation - check its bias and init"),
     outcome=Signature((STUCK, C("zero_grad_median", True, 0.99,
                                 "median share of zero gradients",
@@ -139,6 +140,9 @@ BAD_INIT = Fault(
     edit=(Set("init_scale", 10.0),),
     repair=(Set("init_scale", 1.0),),
     probe=(Scale("lr", 0.1),),
+    # oversized weights make oversized pre-activations (saturated sigmoids) and
+    # oversized gradients (huge first steps): their evidence is its consequence
+    explains=("saturated_sigmoid", "huge_lr"),
     signature=Signature((
         C("output_scale_start", True, 3, "logit std at step 0",
           "a fresh classifier's logits should be O(1) or smaller (baseline 0.05): "
@@ -193,6 +197,7 @@ INIT_TOO_SMALL = Fault(
           "crossed, from the very first step; the baseline's first layer starts with "
           "a fifth to a third of the last layer's gradient, 3x above this threshold"),
         STUCK,
+        ALL_CONNECTED,
         C("dead_start", False, 0.9, "dead ReLU share at step 0",
           "the units are alive at initialisation: a layer dead from step 0 is a bias "
           "problem, with no gradient at all", log=False, unit=0.05, role="guard"),

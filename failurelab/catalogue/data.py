@@ -21,6 +21,14 @@ from .conditions import (
     WEIGHTS_KEPT,
 )
 
+# Everything that would stall learning by itself is ruled out (a label problem is what
+# remains when the optimizer, the gradients, the inputs and the graph all work).
+_LEARNING_WORKS = (CALM, FINITE, MOVING, GRADIENTS_FLOW, INPUTS_SCALED, WEIGHTS_KEPT,
+                   ALL_OPTIMIZED, ALL_CONNECTED,
+                   C("pad_attention_median", False, 0.5, "attention on pads",
+                     "the model reads its real tokens (checked for sequences)",
+                     log=False, unit=0.05, required=False, role="guard"))
+
 SHUFFLED_LABELS = Fault(
     name="shuffled_labels",
     title="Labels shuffled: they no longer belong to their samples",
@@ -48,14 +56,24 @@ SHUFFLED_LABELS = Fault(
     edit=(Set("labels", "shuffled"),),
     repair=(Set("labels", "aligned"),),
     probe=(Set("n_train", 64),),
-    signature=Signature((replace(STUCK, role="mechanism"), CALM, FINITE, MOVING,
-                         GRADIENTS_FLOW, INPUTS_SCALED, WEIGHTS_KEPT, ALL_OPTIMIZED,
-                         ALL_CONNECTED,
-                         C("pad_attention_median", False, 0.5, "attention on pads",
-                           "the model reads its real tokens (checked for sequences)",
-                           log=False, unit=0.05, required=False, role="guard")),
+    signature=Signature((replace(STUCK, role="mechanism"), *_LEARNING_WORKS),
                         "the optimizer moves and gradients flow, yet nothing is "
                         "learned: check that labels belong to their samples"),
+    # Where a validation loss is recorded, part of the labels shuffled shows even when
+    # the rest is learned: the training loss stays above the clean validation loss.
+    also=(Signature((
+        C("train_eval_loss_gap", True, 0.1, "train minus validation loss",
+          "the training batches are harder to fit than validation data the model never "
+          "trained on: their labels are noisier (healthy runs stay within 0.08)",
+          log=False, unit=0.05),
+        C("dropout_rate", False, 0.3, "dropout rate in training",
+          "no strong dropout, whose training-mode loss is higher for its own reason "
+          "(checked when recorded)", log=False, unit=0.1, required=False, role="guard"),
+        C("output_scale_start", False, 3, "logit std at step 0",
+          "a well-scaled start: a loss still falling from an oversized initialisation "
+          "also trains above its evaluation loss", role="guard", required=False),
+        *_LEARNING_WORKS), "training loss above the clean validation loss while the "
+                           "optimizer works: are some training labels misaligned?"),),
     outcome=Signature((
         C("loss_end", False, 0.1, "final training loss",
           "64 samples are memorised: the loss falls far below chance (1.1)"),

@@ -38,14 +38,17 @@ NO_ZERO_GRAD = Fault(
     repair=(Set("zero_grad", True),),
     probe=(Scale("lr", 0.1),),
     signature=Signature((
-        C("grad_cosine_end", True, 0.95, "gradient cosine",
+        C("grad_turn_end", False, 0.05, "gradient turn (1 - cosine)",
           "a running sum of t gradients changes by one term in t, so consecutive "
-          "sums are nearly parallel; fresh minibatch gradients stay below 0.7",
-          log=False, unit=0.01),
-        C("grad_growth", True, 2, "gradient norm",
-          "a summed gradient grows with the number of terms; a fresh one ends "
-          "within a few times its first value in a healthy run",
-          suffix="x its step-0 value"),
+          "sums are nearly parallel (turn ~1/t^2); fresh minibatch gradients turn by "
+          "0.35 or more in every healthy run"),
+        C("grad_growth", True, 1.5, "gradient norm",
+          "parallel terms add up: a sum of a hundred gradients that agree in direction "
+          "ends well above its first term. Gradients that stay parallel and do not "
+          "grow are a different failure (the same gradient every step from a model "
+          "that ignores its input; decay pulling every weight to 0; a dead layer). "
+          "Healthy gradients grow too, so this is a precondition, not evidence",
+          suffix="x its step-0 value", role="guard"),
         ALL_OPTIMIZED,
         C("label_purity_median", False, 0.99, "median share of the batch's main class",
           "unless every batch holds one class: unshuffled data also make consecutive "
@@ -237,6 +240,7 @@ SUMMED_LOSS = Fault(
     title="Loss summed over the batch instead of averaged",
     family="implementation", task="tabular", shape="diverging", phenomenon="A",
     other_shapes=("stepwise",),  # the loss jumps, then the dead units hold it flat
+    explains=("huge_lr",),  # the gradient is B times a mean's: so is every step
     symptom="The very first loss is about 70 instead of ln 3 = 1.1, although the "
             "fresh model's predictions are nearly uniform; the first steps are huge, "
             "the loss climbs and the ReLU units die.",

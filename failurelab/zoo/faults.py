@@ -28,7 +28,11 @@ EXPECTED_CAUSE = {
     "bad_init": "bad_init",
     "weight_decay_too_large": "weight_decay_too_large",
     "dropout_too_strong": "dropout_too_strong",
-    "exploding_gradients": "exploding_gradients",
+    # a deep residual stack without branch scaling explodes in the *forward* pass at
+    # initialisation (logit std 15 at 8 blocks, ~1000 at 16: each unscaled branch adds
+    # its own variance), NaN within 1-3 steps: an initialisation-scale fault, fixed by
+    # scaling the branches by 1/sqrt(2 depth) or normalising (Fixup), not by clipping
+    "deep_unscaled_residual": "bad_init",
     "frozen_params": None,
     "detached_graph": None,
     "unsafe_log_loss": None,
@@ -107,7 +111,7 @@ _FAULTS = (
              "Adam and RMSprop; decoupled for AdamW)"),
     ZooFault("dropout_too_strong", None, "dropout", (0.75, 0.9), "dropout p = 0.75 / 0.9",
              needs=frozenset({DROPOUT}), habits=("val",)),
-    ZooFault("exploding_gradients", None, "depth", (8, 16), "the residual stack 8 / 16 "
+    ZooFault("deep_unscaled_residual", None, "depth", (8, 16), "the residual stack 8 / 16 "
              "blocks deep without LayerNorm or branch scaling, He-initialised, at the "
              "4-block stack's rate", also=(("normalized", False),),
              needs=frozenset({RESIDUAL}), optimizers=_SGD),
