@@ -171,3 +171,23 @@ def test_the_command_line_speaks_the_chosen_language(capsys, monkeypatch):
     monkeypatch.setenv(ENV, "klingon")
     assert main(["list"]) == 2
     assert "unknown language in FAILURELAB_LANG='klingon'" in capsys.readouterr().err
+
+
+def _signatures():
+    for name, fault in FAULTS.items():
+        for kind, signature in (("signature", fault.signature), ("outcome", fault.outcome),
+                                *(("also", s) for s in getattr(fault, "also", ()))):
+            yield f"{name}.{kind}", signature
+
+
+@pytest.mark.parametrize("where,signature", list(_signatures()),
+                         ids=[w for w, _ in _signatures()])
+def test_every_verdict_and_condition_has_chinese_that_quotes_the_same(where, signature):
+    assert CJK.search(signature.verdict_zh), f"{where}: add verdict_zh= beside the verdict"
+    assert quoted(signature.verdict) == quoted(signature.verdict_zh), where
+    for c in signature.conditions:
+        for part in ("label", "why", "suffix"):
+            en, zh = getattr(c, part), getattr(c, f"{part}_zh")
+            assert bool(en) == bool(zh), f"{where} {c.quantity}: {part}_zh missing"
+            if en:
+                assert quoted(en) == quoted(zh), f"{where} {c.quantity}.{part}: {en!r}"

@@ -27,7 +27,9 @@ _LEARNING_WORKS = (CALM, FINITE, MOVING, GRADIENTS_FLOW, INPUTS_SCALED, WEIGHTS_
                    ALL_OPTIMIZED, ALL_CONNECTED,
                    C("pad_attention_median", False, 0.5, "attention on pads",
                      "the model reads its real tokens (checked for sequences)",
-                     log=False, unit=0.05, required=False, role="guard"))
+                     log=False, unit=0.05, required=False, role="guard",
+                     label_zh="落在填充位上的注意力",
+                     why_zh="模型读到了真实的 token（对序列检查）"))
 
 SHUFFLED_LABELS = Fault(
     name="shuffled_labels",
@@ -58,28 +60,41 @@ SHUFFLED_LABELS = Fault(
     probe=(Set("n_train", 64),),
     signature=Signature((replace(STUCK, role="mechanism"), *_LEARNING_WORKS),
                         "the optimizer moves and gradients flow, yet nothing is "
-                        "learned: check that labels belong to their samples"),
+                        "learned: check that labels belong to their samples",
+                        verdict_zh="优化器在动、梯度在流，却什么也学不到：检查标签是否属于各自的样本"),
     # Where a validation loss is recorded, part of the labels shuffled shows even when
     # the rest is learned: the training loss stays above the clean validation loss.
     also=(Signature((
         C("train_eval_loss_gap", True, 0.1, "train minus validation loss",
           "the training batches are harder to fit than validation data the model never "
           "trained on: their labels are noisier (healthy runs stay within 0.08)",
-          log=False, unit=0.05),
+          log=False, unit=0.05,
+          label_zh="训练损失减验证损失",
+          why_zh="训练批次比模型从未训练过的验证数据更难拟合：它们的标签噪声更大（健康运行保持在 0.08 以内）"),
         C("dropout_rate", False, 0.3, "dropout rate in training",
           "no strong dropout, whose training-mode loss is higher for its own reason "
-          "(checked when recorded)", log=False, unit=0.1, required=False, role="guard"),
+          "(checked when recorded)", log=False, unit=0.1, required=False, role="guard",
+          label_zh="训练时的 dropout 比率",
+          why_zh="没有很强的 dropout（它的训练模式损失会因为自身的原因更高；记录时检查）"),
         C("output_scale_start", False, 3, "logit std at step 0",
           "a well-scaled start: a loss still falling from an oversized initialisation "
-          "also trains above its evaluation loss", role="guard", required=False),
+          "also trains above its evaluation loss", role="guard", required=False,
+          label_zh="第 0 步的 logit 标准差",
+          why_zh="尺度合适的起点：从过大初始化开始仍在下降的损失，训练时也会高于评估损失"),
         *_LEARNING_WORKS), "training loss above the clean validation loss while the "
-                           "optimizer works: are some training labels misaligned?"),),
+                           "optimizer works: are some training labels misaligned?",
+                           verdict_zh="优化器在工作，训练损失却高于干净的验证损失：是不是有些训练标签错位了？"),),
     outcome=Signature((
         C("loss_end", False, 0.1, "final training loss",
-          "64 samples are memorised: the loss falls far below chance (1.1)"),
+          "64 samples are memorised: the loss falls far below chance (1.1)",
+          label_zh="最终训练损失",
+          why_zh="64 个样本被记住：损失远低于随机水平（1.1）"),
         C("val_acc_best", False, 0.5, "best validation accuracy",
-          "what was memorised does not generalise", log=False, unit=0.05),
-    ), "the model memorises a small batch, so the labels are the problem"),
+          "what was memorised does not generalise", log=False, unit=0.05,
+          label_zh="最好的验证准确率",
+          why_zh="记住的东西无法泛化"),
+    ), "the model memorises a small batch, so the labels are the problem",
+       verdict_zh="模型能记住一个小批次，所以问题在标签"),
 )
 
 NO_INPUT_NORM = Fault(
@@ -112,14 +127,21 @@ NO_INPUT_NORM = Fault(
     signature=Signature((
         C("input_scale_spread", True, 100, "input std spread",
           "per-feature spreads 100x apart leave the small-scale features invisible "
-          "next to the large one; standardised inputs are within a few times"),
+          "next to the large one; standardised inputs are within a few times",
+          label_zh="输入标准差之比",
+          why_zh="各特征离散程度相差 100 倍时，小尺度的特征在大尺度特征旁边完全看不见；标准化后的输入相差不过"
+                 "几倍"),
         FINITE,
-    ), "features on wildly different scales - standardise the inputs"),
+    ), "features on wildly different scales - standardise the inputs",
+       verdict_zh="特征的尺度相差悬殊：把输入标准化"),
     outcome=Signature((LEARNS, C("saturation_median", False, 0.05,
                                  "median saturated share",
                                  "standardised inputs keep sigmoids unsaturated",
-                                 log=False, unit=0.05)),
-                      "standardising the inputs alone restores learning"),
+                                 log=False, unit=0.05,
+                                 label_zh="饱和比例的中位数",
+                                 why_zh="标准化的输入让 sigmoid 保持不饱和")),
+                      "standardising the inputs alone restores learning",
+                      verdict_zh="只把输入标准化就恢复了学习"),
 )
 
 NAN_IN_DATA = Fault(
@@ -153,14 +175,22 @@ NAN_IN_DATA = Fault(
     signature=Signature((
         C("input_nonfinite_total", True, 0.5, "non-finite input values",
           "one NaN input is enough to make its batch's loss NaN; clean data have 0",
-          log=False),
+          log=False,
+          label_zh="非有限输入值",
+          why_zh="一个 NaN 输入就足以让它所在批次的损失变成 NaN；干净的数据为 0"),
         C("nonfinite_losses", True, 0.5, "non-finite losses",
-          "and the loss did become NaN", log=False, role="effect"),
-    ), "NaN arrived with the input batch - check the data for missing values"),
+          "and the loss did become NaN", log=False, role="effect",
+          label_zh="非有限损失",
+          why_zh="而且损失确实变成了 NaN"),
+    ), "NaN arrived with the input batch - check the data for missing values",
+       verdict_zh="NaN 是随输入批次进来的：检查数据中的缺失值"),
     outcome=Signature((
         C("nonfinite_losses", False, 0.5, "non-finite losses",
-          "after imputation the loss stays finite to the end", log=False),
-    ), "with the missing values imputed the loss stays finite"),
+          "after imputation the loss stays finite to the end", log=False,
+          label_zh="非有限损失",
+          why_zh="填补之后，损失直到结束都保持有限"),
+    ), "with the missing values imputed the loss stays finite",
+       verdict_zh="填补缺失值后，损失保持有限"),
 )
 
 NO_SHUFFLE = Fault(
@@ -195,16 +225,26 @@ NO_SHUFFLE = Fault(
     signature=Signature((
         C("label_purity_median", True, 0.99, "median share of the batch's main class",
           "a shuffled batch of 64 from 3 balanced classes is ~40% one class; 99% "
-          "means batches hold one class", log=False, unit=0.05),
+          "means batches hold one class", log=False, unit=0.05,
+          label_zh="批次中主类别比例的中位数",
+          why_zh="从 3 个平衡类别中打乱抽出的 64 个样本，约有 40% 属于同一类；99% 意味着每个批次只有一个类别"),
         C("loss_peak_ratio", True, 1.5, "loss peak over start",
-          "and the loss swings well above where it started", role="effect"),
-    ), "each batch holds one class - is the data shuffled?"),
+          "and the loss swings well above where it started", role="effect",
+          label_zh="损失峰值与初始值之比",
+          why_zh="而且损失的摆动远高于它的起点"),
+    ), "each batch holds one class - is the data shuffled?",
+       verdict_zh="每个批次只有一个类别：数据打乱了吗？"),
     outcome=Signature((
         C("label_purity_median", True, 0.99, "median share of the batch's main class",
-          "still one class per batch", log=False, unit=0.05),
+          "still one class per batch", log=False, unit=0.05,
+          label_zh="批次中主类别比例的中位数",
+          why_zh="每个批次仍只有一个类别"),
         C("val_acc_best", False, 0.6, "best validation accuracy",
-          "and still nothing useful learned", log=False, unit=0.05),
-    ), "a smaller rate does not help: the batches are the problem"),
+          "and still nothing useful learned", log=False, unit=0.05,
+          label_zh="最好的验证准确率",
+          why_zh="而且仍没有学到任何有用的东西"),
+    ), "a smaller rate does not help: the batches are the problem",
+       verdict_zh="更小的学习率没有帮助：问题在批次"),
 )
 
 LABEL_OFFSET = Fault(
@@ -240,16 +280,25 @@ LABEL_OFFSET = Fault(
         C("val_acc_end", False, 0.2, "final validation accuracy",
           "below chance for up to 5 classes: a model that learned nothing sits at "
           "chance, one that learned a permutation sits below it", log=False,
-          unit=0.05),
+          unit=0.05,
+          label_zh="最终验证准确率",
+          why_zh="对至多 5 个类别而言低于随机水平：什么也没学到的模型停在随机水平，学到了一个置换的模型则低于"
+                 "它"),
         C("train_val_acc_gap", True, 0.5, "training minus validation accuracy",
           "while training batches are fitted; healthy runs differ by < 0.03",
-          log=False, unit=0.1),
+          log=False, unit=0.1,
+          label_zh="训练准确率减验证准确率",
+          why_zh="而训练批次被拟合得很好；健康运行相差 < 0.03"),
     ), "validation is systematically wrong while training is right - do the "
-       "label encodings of training and validation agree?"),
+       "label encodings of training and validation agree?",
+       verdict_zh="训练是对的，验证却系统性地错：训练和验证的标签编码一致吗？"),
     outcome=Signature((
         C("val_acc_end", True, 0.9, "final validation accuracy",
-          "with the encodings aligned the model is accurate", log=False, unit=0.05),
-    ), "remapping the labels restores accuracy: it was a permutation"),
+          "with the encodings aligned the model is accurate", log=False, unit=0.05,
+          label_zh="最终验证准确率",
+          why_zh="编码对齐后，模型是准确的"),
+    ), "remapping the labels restores accuracy: it was a permutation",
+       verdict_zh="重新映射标签恢复了准确率：这是一个置换"),
 )
 
 CLASS_IMBALANCE = Fault(
@@ -287,20 +336,30 @@ CLASS_IMBALANCE = Fault(
     signature=Signature((
         C("label_purity_median", True, 0.8, "median share of the batch's main class",
           "one class fills 80% of a batch; shuffled balanced data give ~40%",
-          log=False, unit=0.05),
+          log=False, unit=0.05,
+          label_zh="批次中主类别比例的中位数",
+          why_zh="一个类别占批次的 80%；打乱且平衡的数据约为 40%"),
         C("val_min_recall_end", False, 0.65, "worst-class validation recall",
           "one class is mostly missed; the baseline's worst class is above 0.83",
-          log=False, unit=0.05),
+          log=False, unit=0.05,
+          label_zh="最差类别的验证召回率",
+          why_zh="一个类别大多被漏掉；基线最差类别的召回率高于 0.83"),
         CALM,
     ), "batches are dominated by one class and another class is neglected - "
-       "rebalance and check per-class recall"),
+       "rebalance and check per-class recall",
+       verdict_zh="批次被一个类别主导，另一个类别被忽视：重新平衡，并检查每个类别的召回率"),
     outcome=Signature((
         C("label_purity_median", False, 0.5, "median share of the batch's main class",
-          "balanced batches", log=False, unit=0.05),
+          "balanced batches", log=False, unit=0.05,
+          label_zh="批次中主类别比例的中位数",
+          why_zh="均衡的批次"),
         C("val_min_recall_end", True, 0.5, "worst-class validation recall",
           "the neglected class is now found half the time or more", log=False,
-          unit=0.05),
-    ), "balanced batches bring the neglected class back"),
+          unit=0.05,
+          label_zh="最差类别的验证召回率",
+          why_zh="被忽视的类别现在有一半或更多的时候能被找到"),
+    ), "balanced batches bring the neglected class back",
+       verdict_zh="均衡的批次让被忽视的类别回来了"),
 )
 
 OVERFITTING = Fault(
@@ -333,17 +392,27 @@ OVERFITTING = Fault(
     signature=Signature((
         C("val_loss_rise", True, 0.15, "validation loss rise from its minimum",
           "smoothed over 3 evaluations a healthy run's validation loss ends within "
-          "0.07 of its minimum", log=False, unit=0.05),
+          "0.07 of its minimum", log=False, unit=0.05,
+          label_zh="验证损失比其最低点的升幅",
+          why_zh="在 3 次评估上平滑后，健康运行的验证损失最终与其最低点相差不超过 0.07"),
         C("loss_end", False, 0.03, "final training loss",
-          "while the training set is memorised (baseline ends near 0.1)"),
+          "while the training set is memorised (baseline ends near 0.1)",
+          label_zh="最终训练损失",
+          why_zh="而训练集被记住了（基线最终在 0.1 附近）"),
         C("loss_start", True, 0.0, "loss at step 0",
           "a loss that memorises is a non-negative error; a negative one has the wrong "
-          "sign, and an ever lower value then means nothing", log=False, role="guard"),
-    ), "validation gets worse while the training set is memorised - overfitting"),
+          "sign, and an ever lower value then means nothing", log=False, role="guard",
+          label_zh="第 0 步的损失",
+          why_zh="一个能把数据记住的损失是非负的误差；负的损失符号错了，越来越低的值也就毫无意义"),
+    ), "validation gets worse while the training set is memorised - overfitting",
+       verdict_zh="训练集被记住的同时验证越来越差：过拟合"),
     outcome=Signature((
         C("val_loss_rise", False, 0.05, "validation loss rise from its minimum",
-          "regularised, the validation loss no longer climbs", log=False, unit=0.05),
-    ), "regularisation stops the climb: it was overfitting"),
+          "regularised, the validation loss no longer climbs", log=False, unit=0.05,
+          label_zh="验证损失比其最低点的升幅",
+          why_zh="加上正则化后，验证损失不再上升"),
+    ), "regularisation stops the climb: it was overfitting",
+       verdict_zh="正则化阻止了上升：这是过拟合"),
 )
 
 LABEL_LEAKAGE = Fault(
@@ -382,18 +451,28 @@ LABEL_LEAKAGE = Fault(
         C("val_acc_early", True, 0.99, "best validation accuracy in the first 20% of steps",
           "near perfect within 60 steps: the baseline needs all 300 steps to reach "
           "0.96-0.97 and never passes 0.98; a shortcut, not learning", log=False,
-          unit=0.005),
+          unit=0.005,
+          label_zh="前 20% 步数内最好的验证准确率",
+          why_zh="60 步之内接近完美：基线需要全部 300 步才达到 0.96-0.97，而且从不超过 0.98；这是捷径，而不是"
+                 "学习"),
         C("loss_end", False, 0.03, "final training loss",
           "and the training set is fitted almost exactly (baseline ends near 0.1)",
-          role="effect"),
+          role="effect",
+          label_zh="最终训练损失",
+          why_zh="而且训练集几乎被完全拟合（基线最终在 0.1 附近）"),
         FINITE,
     ), "too good to be true: near-perfect validation within a few steps - is a "
-       "feature known only after the outcome (label leakage)?"),
+       "feature known only after the outcome (label leakage)?",
+       verdict_zh="好得令人难以置信：几步之内验证就接近完美：是不是有一个特征只在结果出来之后才知道（标签泄漏"
+                  "）？"),
     outcome=Signature((
         C("val_acc_early", False, 0.98, "best validation accuracy in the first 20% of "
           "steps", "without the column the model must learn the task, slowly",
-          log=False, unit=0.005),
-    ), "without the suspect column the shortcut is gone"),
+          log=False, unit=0.005,
+          label_zh="前 20% 步数内最好的验证准确率",
+          why_zh="没有这一列，模型就必须慢慢学习这个任务"),
+    ), "without the suspect column the shortcut is gone",
+       verdict_zh="去掉可疑的那一列，捷径就消失了"),
 )
 
 FAULTS = (SHUFFLED_LABELS, NO_INPUT_NORM, NAN_IN_DATA, NO_SHUFFLE, LABEL_OFFSET,

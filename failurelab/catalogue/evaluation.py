@@ -36,12 +36,18 @@ EVAL_MODE_FORGOTTEN = Fault(
     signature=Signature((
         C("val_jitter_max", True, 1e-4, "logit difference between two validation "
           "passes", "in eval mode two passes are bitwise identical (exactly 0); "
-          "1e-4 is far above float rounding"),
-    ), "validation is not repeatable - is model.eval() called?"),
+          "1e-4 is far above float rounding",
+          label_zh="两次验证之间的 logit 差异",
+          why_zh="在评估模式下两次前向逐位相同（恰好为 0）；1e-4 远高于浮点舍入"),
+    ), "validation is not repeatable - is model.eval() called?",
+       verdict_zh="验证结果不可重复：调用了 model.eval() 吗？"),
     outcome=Signature((
         C("val_jitter_max", False, 1e-6, "logit difference between two passes",
-          "without dropout nothing random is left", log=False, unit=1e-6),
-    ), "with dropout off the passes agree: dropout was left on"),
+          "without dropout nothing random is left", log=False, unit=1e-6,
+          label_zh="两次前向之间的 logit 差异",
+          why_zh="没有 dropout 就没有任何随机的东西了"),
+    ), "with dropout off the passes agree: dropout was left on",
+       verdict_zh="关掉 dropout 后两次结果一致：dropout 没有关"),
 )
 
 FAULTS = (EVAL_MODE_FORGOTTEN,)

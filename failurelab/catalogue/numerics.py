@@ -48,22 +48,34 @@ FP16_NO_SCALING = Fault(
         FLOAT16,
         C("output_grad_zero_median", True, 0.1, "median zero share of the logit "
           "gradient", "the baseline has 3% or less; loss scaling keeps float16 at 5% "
-          "or less", log=False, unit=0.05),
+          "or less", log=False, unit=0.05,
+          label_zh="logit 梯度中零所占比例的中位数",
+          why_zh="基线不超过 3%；做了损失缩放的 float16 不超过 5%"),
         C("output_grad_floor", True, 3e-8, "smallest non-zero logit gradient",
           "float16's smallest subnormal is 6e-8 and anything under half of it "
           "rounds to 0: nothing smaller ever arrived (float32 runs reach 1e-13)",
-          role="guard"),
+          role="guard",
+          label_zh="最小的非零 logit 梯度",
+          why_zh="float16 最小的次正规数是 6e-8，小于它一半的值会舍入为 0：从未出现过更小的值（float32 的运行"
+                 "能达到 1e-13）"),
         C("output_grad_floor", False, 6.1e-5, "smallest non-zero logit gradient",
           "float16's smallest normal number: only gradients that reach the subnormal "
           "range below it can underflow (a loss whose gradients are all large, such as "
-          "a margin loss, has exact zeros for another reason)", role="guard"),
+          "a margin loss, has exact zeros for another reason)", role="guard",
+          label_zh="最小的非零 logit 梯度",
+          why_zh="float16 最小的正规数：只有落入它下方次正规范围的梯度才可能下溢（一个所有梯度都很大的损失，"
+                 "比如间隔损失，会因为别的原因出现恰好为零的值）"),
         FINITE,
-    ), "gradients are underflowing to zero in float16 - use loss scaling"),
+    ), "gradients are underflowing to zero in float16 - use loss scaling",
+       verdict_zh="梯度在 float16 中下溢为零：使用损失缩放"),
     outcome=Signature((
         C("output_grad_zero_median", False, 0.08, "median zero share of the logit "
           "gradient", "bfloat16's range keeps them representable", log=False,
-          unit=0.05),
-    ), "with float32's exponent range the zeros disappear"),
+          unit=0.05,
+          label_zh="logit 梯度中零所占比例的中位数",
+          why_zh="bfloat16 的范围让它们保持可表示"),
+    ), "with float32's exponent range the zeros disappear",
+       verdict_zh="有了 float32 的指数范围，这些零就消失了"),
 )
 
 FP16_OVERFLOW = Fault(
@@ -106,19 +118,29 @@ FP16_OVERFLOW = Fault(
                    "(no_input_norm in float32).",
     signature=Signature((
         C("input_absmax", True, 65504, "largest input value",
-          "float16's largest finite number: anything above becomes inf"),
+          "float16's largest finite number: anything above becomes inf",
+          label_zh="最大输入值",
+          why_zh="float16 能表示的最大有限数：超过它的都会变成 inf"),
         C("nonfinite_losses", True, 0.5, "non-finite losses", "the loss did become NaN",
-          log=False, role="effect"),
+          log=False, role="effect",
+          label_zh="非有限损失",
+          why_zh="损失确实变成了 NaN"),
         C("input_nonfinite_total", False, 0.5, "non-finite input values",
           "the data themselves are finite: the NaN was made inside the model",
-          log=False, role="guard"),
+          log=False, role="guard",
+          label_zh="非有限输入值",
+          why_zh="数据本身是有限的：NaN 是在模型内部产生的"),
         replace(FLOAT16, required=False),
     ), "finite inputs beyond float16's range turned into inf - standardise them or "
-       "keep them in float32"),
+       "keep them in float32",
+       verdict_zh="超出 float16 范围的有限输入变成了 inf：把它们标准化，或留在 float32 中"),
     outcome=Signature((
         C("nonfinite_losses", False, 0.5, "non-finite losses",
-          "bfloat16 holds 2e5 without overflow", log=False),
-    ), "with float32's exponent range there is no NaN: it was an overflow"),
+          "bfloat16 holds 2e5 without overflow", log=False,
+          label_zh="非有限损失",
+          why_zh="bfloat16 能容纳 2e5 而不溢出"),
+    ), "with float32's exponent range there is no NaN: it was an overflow",
+       verdict_zh="有了 float32 的指数范围就没有 NaN：这是一次溢出"),
 )
 
 FAULTS = (FP16_NO_SCALING, FP16_OVERFLOW)

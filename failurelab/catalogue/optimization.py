@@ -43,12 +43,19 @@ HUGE_LR = Fault(
           "a step that moves the weights by a tenth of their norm overshoots any "
           "curvature the initialised model has; adaptive optimizers take large first "
           "steps too, which is why calibration sets the line past every healthy run "
-          "of every optimizer (up to 0.12, RMSprop's)"),
-    ), "steps are far too large for the loss surface - divide the rate by 10"),
+          "of every optimizer (up to 0.12, RMSprop's)",
+          label_zh="最初几步的更新比",
+          why_zh="让权重移动其范数十分之一的一步，会越过刚初始化的模型所具有的任何曲率；自适应优化器最初的步"
+                 "子也很大，所以校准把这条线放在每种优化器的每个健康运行之外（最高为 RMSprop 的 0.12）"),
+    ), "steps are far too large for the loss surface - divide the rate by 10",
+       verdict_zh="步子相对于损失曲面太大了：把学习率除以 10"),
     outcome=Signature((
         C("loss_progress", True, 0.3, "loss progress",
-          "at a tenth of the rate the loss falls again", log=False, unit=0.1),
-    ), "a smaller rate restores descent"),
+          "at a tenth of the rate the loss falls again", log=False, unit=0.1,
+          label_zh="损失下降幅度",
+          why_zh="学习率降到十分之一时损失又开始下降"),
+    ), "a smaller rate restores descent",
+       verdict_zh="更小的学习率让损失重新下降"),
 )
 
 LR_TOO_SMALL = Fault(
@@ -78,13 +85,17 @@ LR_TOO_SMALL = Fault(
     signature=Signature((
         C("update_ratio_median", False, 1e-4, "median update ratio",
           "steps under 0.01% of the weights need > 10^4 steps to move them by their "
-          "own size"),
+          "own size",
+          label_zh="更新比的中位数",
+          why_zh="步长低于权重的 0.01% 时，要走 > 10^4 步才能让权重移动与自身相当的距离"),
         GRADIENTS_FLOW,
         UNHEALTHY,
         ALL_OPTIMIZED,
         ALL_CONNECTED,
-    ), "gradients are there but the steps are tiny - raise the learning rate"),
-    outcome=Signature((LEARNS,), "a larger rate trains: it was slow, not stuck"),
+    ), "gradients are there but the steps are tiny - raise the learning rate",
+       verdict_zh="梯度都在，但步子极小：提高学习率"),
+    outcome=Signature((LEARNS,), "a larger rate trains: it was slow, not stuck",
+                                 verdict_zh="更大的学习率能训练：它只是慢，而不是卡住了"),
 )
 
 DROPOUT_TOO_STRONG = Fault(
@@ -117,26 +128,39 @@ DROPOUT_TOO_STRONG = Fault(
     signature=Signature((
         C("train_eval_loss_gap", True, 0.1, "train minus eval loss",
           "the model evaluated without dropout is clearly better than its training "
-          "loss says; healthy runs stay within 0.05", log=False, unit=0.05),
+          "loss says; healthy runs stay within 0.05", log=False, unit=0.05,
+          label_zh="训练损失减评估损失",
+          why_zh="不带 dropout 评估的模型明显好于它的训练损失；健康运行保持在 0.05 以内"),
         C("dropout_rate", True, 0.3, "dropout rate in training",
           "the model drops 30% or more of a layer in training (checked when recorded): "
           "at the 0-0.1 that healthy runs use, training-mode and evaluation losses differ "
           "by under 0.08, so a larger gap has another cause, such as training labels "
           "noisier than the validation labels", log=False, unit=0.1, required=False,
-          role="guard"),
+          role="guard",
+          label_zh="训练时的 dropout 比率",
+          why_zh="模型在训练时丢弃一层中 30% 或更多的单元（记录时检查）：在健康运行所用的 0-0.1 下，训练模式"
+                 "与评估模式的损失相差不到 0.08，所以更大的差距另有原因，例如训练标签比验证标签噪声更大"),
         CALM,
         FINITE,
         C("output_scale_start", False, 3, "logit std at step 0",
           "a well-scaled start: a loss still falling from an oversized initialisation "
-          "also trains above its evaluation loss", role="guard", required=False),
+          "also trains above its evaluation loss", role="guard", required=False,
+          label_zh="第 0 步的 logit 标准差",
+          why_zh="尺度合适的起点：从过大初始化开始仍在下降的损失，训练时也会高于评估损失"),
         C("batch_size_median", True, 16, "samples per batch",
           "a training loss averaged over fewer samples is too noisy to compare",
-          required=False, role="guard"),
-    ), "training-mode loss far above evaluation loss - dropout is too strong"),
+          required=False, role="guard",
+          label_zh="每批样本数",
+          why_zh="在更少样本上平均的训练损失噪声太大，无法比较"),
+    ), "training-mode loss far above evaluation loss - dropout is too strong",
+       verdict_zh="训练模式下的损失远高于评估损失：dropout 太强了"),
     outcome=Signature((
         C("train_eval_loss_gap", False, 0.1, "train minus eval loss",
-          "without dropout the two losses agree", log=False, unit=0.05),
-    ), "without dropout train and eval losses agree"),
+          "without dropout the two losses agree", log=False, unit=0.05,
+          label_zh="训练损失减评估损失",
+          why_zh="没有 dropout 时两个损失一致"),
+    ), "without dropout train and eval losses agree",
+       verdict_zh="没有 dropout 时，训练损失与评估损失一致"),
 )
 
 WEIGHT_DECAY_TOO_LARGE = Fault(
@@ -170,12 +194,17 @@ WEIGHT_DECAY_TOO_LARGE = Fault(
         C("weight_norm_change", False, 0.5, "final over initial weight norm",
           "the network lost half of its size or more; healthy training of every "
           "family and optimizer grows the weights (1.0x or more), so this is named "
-          "even while the loss still falls"),
+          "even while the loss still falls",
+          label_zh="最终与初始权重范数之比",
+          why_zh="网络丢掉了一半或更多的大小；每个家族、每种优化器的健康训练都会让权重增长（1.0x 或更多），所"
+                 "以即使损失仍在下降也会给出这个原因"),
         ALL_OPTIMIZED,
-    ), "the weights are decaying away - check the weight decay"),
+    ), "the weights are decaying away - check the weight decay",
+       verdict_zh="权重在不断衰减消失：检查权重衰减"),
     # coupled decay of 10% per step is itself an update of 10% of the weights
     explains=("huge_lr",),
-    outcome=Signature((LEARNS,), "with a hundredth of the decay the model learns"),
+    outcome=Signature((LEARNS,), "with a hundredth of the decay the model learns",
+                                 verdict_zh="衰减降到百分之一，模型就能学习"),
 )
 
 BATCH_TOO_SMALL = Fault(
@@ -207,14 +236,22 @@ BATCH_TOO_SMALL = Fault(
     signature=Signature((
         C("loss_swing", True, 0.25, "swing of the smoothed loss",
           "minibatch noise around a settled loss stays under 0.11 of its scale once "
-          "smoothed over 3 steps", log=False, unit=0.05, role="effect"),
+          "smoothed over 3 steps", log=False, unit=0.05, role="effect",
+          label_zh="平滑损失的摆动幅度",
+          why_zh="在 3 步上平滑后，围绕已稳定损失的小批次噪声保持在其尺度的 0.11 以下"),
         C("batch_size_median", False, 8, "samples per batch",
-          "a handful of samples per step: every estimate is noise-dominated"),
-    ), "tiny batches make every step noisy - use a larger batch or a smaller rate"),
+          "a handful of samples per step: every estimate is noise-dominated",
+          label_zh="每批样本数",
+          why_zh="每步只有寥寥几个样本：每个估计都被噪声主导"),
+    ), "tiny batches make every step noisy - use a larger batch or a smaller rate",
+       verdict_zh="极小的批次让每一步都充满噪声：使用更大的批次或更小的学习率"),
     outcome=Signature((
         C("loss_swing", True, 0.25, "swing of the smoothed loss",
-          "still swinging at a tenth of the rate", log=False, unit=0.05),
-    ), "a smaller rate does not calm it: the batches are too small"),
+          "still swinging at a tenth of the rate", log=False, unit=0.05,
+          label_zh="平滑损失的摆动幅度",
+          why_zh="学习率降到十分之一仍在摆动"),
+    ), "a smaller rate does not calm it: the batches are too small",
+       verdict_zh="更小的学习率也平息不了：批次太小了"),
 )
 
 EXPLODING_GRADIENTS = Fault(
@@ -253,26 +290,40 @@ EXPLODING_GRADIENTS = Fault(
     signature=Signature((
         C("nonfinite_losses", True, 0.5, "non-finite losses",
           "the loss overflowed: clean training never produces one", log=False,
-          role="effect"),
+          role="effect",
+          label_zh="非有限损失",
+          why_zh="损失溢出了：干净的训练从不会产生溢出"),
         C("loss_peak_ratio", True, 3, "loss peak over start",
           "after rising to several times its start: the NaN ended a climb, so it "
-          "came from the updates feeding back, not from one bad value"),
+          "came from the updates feeding back, not from one bad value",
+          label_zh="损失峰值与初始值之比",
+          why_zh="在上升到初始值的数倍之后：NaN 结束了一次攀升，所以它来自不断自我放大的更新，而不是某个坏值"),
         C("input_nonfinite_total", False, 0.5, "non-finite input values",
           "the data are finite: the overflow was made by training", log=False,
-          role="guard"),
+          role="guard",
+          label_zh="非有限输入值",
+          why_zh="数据是有限的：溢出是训练造成的"),
         C("update_ratio_start", False, 0.1, "update ratio of the first steps",
           "the first steps were of ordinary size: the blow-up built up over steps "
-          "(a rate that overshoots at once is huge_lr)", role="guard"),
+          "(a rate that overshoots at once is huge_lr)", role="guard",
+          label_zh="最初几步的更新比",
+          why_zh="最初几步的大小普通：爆炸是在多步之中积累起来的（一上来就越过头的学习率是 huge_lr）"),
         C("grad_cosine_end", False, 0.95, "gradient cosine",
           "consecutive gradients were not one running sum (that is no_zero_grad)",
-          log=False, unit=0.01, required=False, role="guard"),
+          log=False, unit=0.01, required=False, role="guard",
+          label_zh="相邻梯度余弦",
+          why_zh="相邻梯度不是一个滑动和（那是 no_zero_grad）"),
     ), "the loss climbed and overflowed - exploding updates; lower the rate or "
-       "normalise, and treat clipping as a guard rail"),
+       "normalise, and treat clipping as a guard rail",
+       verdict_zh="损失上升并溢出：更新在爆炸；降低学习率或加入归一化，并把裁剪当作护栏"),
     outcome=Signature((
         FINITE,
         C("loss_peak_ratio", True, 100, "loss peak over start",
-          "clipped, the loss still explodes by orders of magnitude"),
-    ), "clipping removes the NaN, not the explosion"),
+          "clipped, the loss still explodes by orders of magnitude",
+          label_zh="损失峰值与初始值之比",
+          why_zh="裁剪之后，损失仍然爆炸了几个数量级"),
+    ), "clipping removes the NaN, not the explosion",
+       verdict_zh="裁剪消除了 NaN，却没有消除爆炸"),
 )
 
 LR_DECAYED_TOO_EARLY = Fault(
@@ -312,16 +363,26 @@ LR_DECAYED_TOO_EARLY = Fault(
           "step per unit of gradient at 30-40% of the run, over its start",
           "the effective rate fell 100x before 40% of the run: a constant rate stays "
           "within a few x (momentum, noise), a cosine schedule is still at 0.73 there, "
-          "so this is a schedule that decays far too early"),
+          "so this is a schedule that decays far too early",
+          label_zh="运行 30-40% 处每单位梯度的步长与初始值之比",
+          why_zh="有效学习率在运行的 40% 之前就下降了 100x：恒定的学习率变化不超过几 x（动量、噪声），余弦调"
+                 "度在那里仍为 0.73，所以这是一个衰减得太早的调度"),
     ), "the steps shrank by orders of magnitude early in the run - is the learning "
        "rate decayed too early (a scheduler stepped every batch instead of every "
-       "epoch)?"),
+       "epoch)?",
+       verdict_zh="步长在运行早期缩小了几个数量级：学习率是不是衰减得太早了（调度器每个批次调用一次，而不是每"
+                  "个 epoch 一次）？"),
     outcome=Signature((
         C("step_size_change", False, 0.01, "change of the step per unit of gradient",
-          "the schedule keeps shrinking the steps"),
+          "the schedule keeps shrinking the steps",
+          label_zh="每单位梯度步长的变化",
+          why_zh="调度一直在缩小步长"),
         C("loss_progress", False, 0.8, "loss progress",
-          "three times the steps, still stalled", log=False, unit=0.05),
-    ), "more steps do not help: the decayed rate froze training"),
+          "three times the steps, still stalled", log=False, unit=0.05,
+          label_zh="损失下降幅度",
+          why_zh="步数增加到三倍，仍然停滞"),
+    ), "more steps do not help: the decayed rate froze training",
+       verdict_zh="更多的步数没有帮助：衰减后的学习率冻结了训练"),
 )
 
 FAULTS = (HUGE_LR, LR_TOO_SMALL, DROPOUT_TOO_STRONG, WEIGHT_DECAY_TOO_LARGE, BATCH_TOO_SMALL,
