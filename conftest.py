@@ -8,6 +8,15 @@ each notebook's kernel during the item's call, so the kernel inherits that item'
 folder.  Notebooks running side by side (`-n 2`) therefore never share a file, and a
 rerun never meets the previous run's observations.  The folder is removed afterwards,
 except when the item failed: then its path is in the report, to read the worksheet.
+
+The Chinese edition (`notebooks/zh/`) has the English code cells, so its language
+cannot come from them: it comes from $FAILURELAB_LANG, which a student sets when starting
+Jupyter (README) and which this sets to "zh" for each item in that folder, the same way.
+
+Notebook items also share one folder of finished runs for the session
+($FAILURELAB_RUN_CACHE, see `failurelab.runcache`): the Chinese edition reads the runs
+its English edition computed instead of training them again.  Runs are bitwise
+reproducible, so this changes no output; unit tests never get the folder.
 """
 
 from __future__ import annotations
@@ -15,12 +24,39 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 
 VARIABLE = "FAILURELAB_WORKSHEET_DIR"  # failurelab.worksheet.DIRECTORY_VARIABLE
+LANGUAGE = "FAILURELAB_LANG"  # failurelab.text.ENV
+CHINESE = Path(__file__).resolve().parent / "notebooks" / "zh"
 _SAVED = pytest.StashKey[tuple[str | None, str]]()
+_LANGUAGE = pytest.StashKey[str | None]()
 _FAILED = pytest.StashKey[bool]()
+RUNS = "FAILURELAB_RUN_CACHE"  # failurelab.runcache.VARIABLE
+_RUNS = pytest.StashKey[str]()  # on the config: the session's folder of runs
+_PREVIOUS_RUNS = pytest.StashKey[str | None]()  # on an item: the variable before it
+_RUN_FOLDER = "failurelab_runs"  # the key that hands the folder to xdist workers
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:  # an xdist worker: the controller made the folder
+        config.stash[_RUNS] = worker[_RUN_FOLDER]
+    else:
+        config.stash[_RUNS] = tempfile.mkdtemp(prefix="failurelab-runs-")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """xdist: every worker shares the controller's folder of runs."""
+    node.workerinput[_RUN_FOLDER] = node.config.stash[_RUNS]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if getattr(config, "workerinput", None) is None and _RUNS in config.stash:
+        shutil.rmtree(config.stash[_RUNS], ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -28,6 +64,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     folder = tempfile.mkdtemp(prefix="failurelab-verify-")
     item.stash[_SAVED] = (os.environ.get(VARIABLE), folder)
     os.environ[VARIABLE] = folder
+    if Path(item.path).suffix == ".ipynb":
+        item.stash[_PREVIOUS_RUNS] = os.environ.get(RUNS)
+        os.environ[RUNS] = item.config.stash[_RUNS]
+    if CHINESE in Path(item.path).resolve().parents:
+        item.stash[_LANGUAGE] = os.environ.get(LANGUAGE)
+        os.environ[LANGUAGE] = "zh"
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -42,9 +84,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     previous, folder = item.stash.get(_SAVED, (None, ""))
+    if _LANGUAGE in item.stash:
+        _restore(LANGUAGE, item.stash[_LANGUAGE])
+    if _PREVIOUS_RUNS in item.stash:
+        _restore(RUNS, item.stash[_PREVIOUS_RUNS])
     if previous is None:
         os.environ.pop(VARIABLE, None)
     else:
         os.environ[VARIABLE] = previous
     if folder and not item.stash.get(_FAILED, False):
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _restore(variable: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(variable, None)
+    else:
+        os.environ[variable] = value

@@ -18,10 +18,12 @@ import secrets
 import sys
 import textwrap
 import time
+import unicodedata
 from contextlib import contextmanager
 from pathlib import Path
 
 from .recipes import MAX_SEED, MAX_STEPS, TASKS, check_seed, parse_seeds
+from .text import ENV, LANGS, Text
 
 PROG = "failurelab"
 MYSTERY_SEEDS = 1000  # a blind run without --seed draws its seed from range(1000)
@@ -29,6 +31,43 @@ MYSTERY_SEEDS = 1000  # a blind run without --seed draws its seed from range(100
 
 class UserError(Exception):
     """An expected mistake by the user: printed as one line, exit status 2."""
+
+
+# What the commands print for a student, in both languages (--lang, or $FAILURELAB_LANG).
+SAYS = {
+    "list_heads": Text("name|family|task|shape|phenomenon|title", "名称|类别|任务|曲线形状|现场现象|标题"),
+    "phenomena": Text("phenomena: ", "现场现象："),
+    "run_head": Text("({task} task, seed {seed}, {steps} steps run; baseline {baseline})",
+                     "（{task} 任务，种子 {seed}，运行了 {steps} 步；基线 {baseline} 步）"),
+    "run_heads": Text("signature condition|threshold", "特征条件|阈值"),
+    "baseline": Text("baseline", "基线"),
+    "check": Text("check: {verdict}", "检验：{verdict}"),
+    "diagnosis_of": Text("diagnosis of the {name} run:", "对 {name} 运行的诊断："),
+    "baseline_head": Text("{task} baseline (seed {seed})", "{task} 基线（种子 {seed}）"),
+    "measure_heads": Text("measure|value", "度量|数值"),
+    "diagnosis": Text("diagnosis:", "诊断："),
+    "wrote": Text("wrote {path}", "已写入 {path}"),
+    "mystery_head": Text("mystery run, seed {seed} ({task} task): {steps} steps",
+                         "神秘运行，种子 {seed}（{task} 任务）：{steps} 步"),
+    "readout_heads": Text("instrument|start|middle|end", "仪表|开始|中段|结束"),
+    "readout_note": Text("(medians over the first, middle and last tenth of the recorded "
+                         "values; counts of non-finite values are maxima)",
+                         "（取记录值最前、中间和最后十分之一的中位数；非有限值的计数取最大值）"),
+    "which": Text("Which fault is it? Check with: {prog} mystery --seed {seed} --reveal "
+                  "--answer NAME   (names: {prog} list)",
+                  "是哪一个故障？用下面的命令核对：{prog} mystery --seed {seed} --reveal "
+                  "--answer NAME   （故障名称：{prog} list）"),
+    "report_done": Text("wrote {index} ({count} faults, {seconds:.1f} s)",
+                        "已写入 {index}（{count} 个故障，{seconds:.1f} 秒）"),
+}
+
+
+def says(key: str, args, **values) -> str:
+    return SAYS[key].say(args.lang, **values)
+
+
+def heads(key: str, args) -> list[str]:
+    return says(key, args).split("|")
 
 
 # --- list ---------------------------------------------------------------------------------
@@ -39,12 +78,13 @@ def cmd_list(args) -> int:
     failurelab list
     """
     from . import catalogue
-    from .faults import PHENOMENA
+    from .fault import PHENOMENON_TEXTS
 
-    rows = [(f.name, f.family, f.task, f.shape, f.phenomenon or "-", f.title)
+    rows = [(f.name, f.family, f.task, f.shape, f.phenomenon or "-", f.text("title", args.lang))
             for f in catalogue.FAULTS.values()]
-    print(table(("name", "family", "task", "shape", "phenomenon", "title"), rows))
-    print("\nphenomena: " + "; ".join(f"{k} {v}" for k, v in PHENOMENA.items()))
+    print(table(heads("list_heads", args), rows))
+    print("\n" + says("phenomena", args)
+          + "; ".join(f"{k} {v.say(args.lang)}" for k, v in PHENOMENON_TEXTS.items()))
     return 0
 
 
@@ -67,15 +107,17 @@ def cmd_run(args) -> int:
     _check_outputs(args)
     healthy = train(fault.task, seed=args.seed, steps=args.steps)
     faulty = train(fault.name, seed=args.seed, steps=args.steps)
-    rows, fired, baseline_fired = measure(fault, faulty.history, healthy.history)
-    print(f"{fault.name}: {fault.title}")
-    print(f"({fault.task} task, seed {args.seed}, {len(faulty.history)} steps run; "
-          f"baseline {len(healthy.history)})\n")
-    print(table(("signature condition", "threshold", fault.name, "baseline"),
+    rows, fired, baseline_fired = measure(fault, faulty.history, healthy.history, args.lang)
+    print(f"{fault.name}: {fault.text('title', args.lang)}")
+    print(says("run_head", args, task=fault.task, seed=args.seed, steps=len(faulty.history),
+               baseline=len(healthy.history)) + "\n")
+    print(table((*heads("run_heads", args), fault.name, says("baseline", args)),
                 [(r.label, r.threshold, _mark(r.fault_value, r.fault_holds),
                   _mark(r.baseline_value, r.baseline_holds)) for r in rows]))
-    print(f"\ncheck: {verdict(fault.name, fired, baseline_fired)}")
-    print(f"\ndiagnosis of the {fault.name} run:\n{_indent(str(diagnose(faulty)))}")
+    print("\n" + says("check", args, verdict=verdict(fault.name, fired, baseline_fired,
+                                                     args.lang)))
+    print("\n" + says("diagnosis_of", args, name=fault.name))
+    print(_indent(str(diagnose(faulty, lang=args.lang))))
     return _save(args, faulty, lambda: comparison(fault.name, healthy, faulty))
 
 
@@ -86,9 +128,10 @@ def _run_baseline(args) -> int:
 
     _check_outputs(args)
     result = train(args.name, seed=args.seed, steps=args.steps)
-    print(f"{args.name} baseline (seed {args.seed})\n")
-    print(table(("measure", "value"), [(k, _num(v)) for k, v in result.summary.items()]))
-    print(f"\ndiagnosis:\n{_indent(str(diagnose(result)))}")
+    print(says("baseline_head", args, task=args.name, seed=args.seed) + "\n")
+    print(table(heads("measure_heads", args), [(k, _num(v)) for k, v in result.summary.items()]))
+    print("\n" + says("diagnosis", args))
+    print(_indent(str(diagnose(result, lang=args.lang))))
     return _save(args, result, lambda: plots.overview(result))
 
 
@@ -104,7 +147,7 @@ def _save(args, result, figure) -> int:
         _write(lambda: result.to_csv(args.save), args.save, "history")
     for path in (args.plot, args.save):
         if path:
-            print(f"wrote {path}")
+            print(says("wrote", args, path=path))
     return 0
 
 
@@ -164,7 +207,7 @@ def cmd_diagnose(args) -> int:
 
     try:
         history = read_history(args.history)
-        print(diagnose(history))
+        print(diagnose(history, lang=args.lang))
     except (FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as err:
         raise UserError(_one_line(err)) from None
     return 0
@@ -188,19 +231,17 @@ def cmd_mystery(args) -> int:
         if args.answer is not None:
             fault_named(args.answer)
         result = reveal(args.seed, answer=args.answer)
-        print(result)
+        print(result.text(args.lang))
         return 1 if args.answer is not None and not result.correct else 0
     seed = args.seed if args.seed is not None else secrets.randbelow(MYSTERY_SEEDS)
     m = mystery(seed)
     # Telemetry only: the shape is the student's to name (see mystery.INSTRUMENTS).
-    print(f"mystery run, seed {m.seed} ({m.task} task): {len(m.history)} steps\n")
-    print(table(("instrument", "start", "middle", "end"),
+    print(says("mystery_head", args, seed=m.seed, task=m.task, steps=len(m.history)) + "\n")
+    print(table(heads("readout_heads", args),
                 [(r.instrument, *map(_num, (r.start, r.middle, r.end)))
-                 for r in m.readout().itertuples()]))
-    print("(medians over the first, middle and last tenth of the recorded values; counts "
-          "of non-finite values are maxima)")
-    print(f"\nWhich fault is it? Check with: {PROG} mystery --seed {m.seed} --reveal "
-          f"--answer NAME   (names: {PROG} list)")
+                 for r in m.readout(args.lang).itertuples()]))
+    print(says("readout_note", args))
+    print("\n" + says("which", args, prog=PROG, seed=m.seed))
     return 0
 
 
@@ -222,8 +263,9 @@ def cmd_report(args) -> int:
         raise UserError(f"cannot create {args.out}: {err.strerror}") from None
     with progress_bar("report") as update:
         index = report.generate(args.out, names, seed=args.seed, steps=args.steps,
-                                workers=args.workers, progress=update)
-    print(f"wrote {index} ({len(names)} faults, {time.perf_counter() - started:.1f} s)")
+                                workers=args.workers, progress=update, lang=args.lang)
+    print(says("report_done", args, index=index, count=len(names),
+               seconds=time.perf_counter() - started))
     return 0
 
 
@@ -296,14 +338,19 @@ def progress_bar(desc: str):
 
 
 def table(headers, rows) -> str:
-    """Left-aligned columns, two spaces apart, under a dashed rule."""
+    """Left-aligned columns, two spaces apart, under a dashed rule (Chinese characters
+    take two columns of a terminal)."""
     rows = [tuple(str(c) for c in r) for r in rows]
-    widths = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(str(h))
+    widths = [max(_width(str(h)), *(_width(r[i]) for r in rows)) if rows else _width(str(h))
               for i, h in enumerate(headers)]
     def line(cells):
-        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+        return "  ".join(c + " " * (w - _width(c)) for c, w in zip(cells, widths)).rstrip()
     return "\n".join([line(map(str, headers)), line("-" * w for w in widths),
                       *(line(r) for r in rows)])
+
+
+def _width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def _mark(value: str, holds: bool) -> str:
@@ -318,6 +365,15 @@ def _num(value) -> str:
 
 def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
+
+
+def _language(lang: str | None) -> str:
+    from .text import language
+
+    try:
+        return language(lang)
+    except ValueError as err:
+        raise UserError(str(err)) from None
 
 
 def _one_line(err: Exception) -> str:
@@ -410,6 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
                                textwrap.dedent(examples).strip(), "  "),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.set_defaults(handler=handler, parser=p)
+        p.add_argument("--lang", choices=LANGS, default=None,
+                       help=f"language of what is printed (default: ${ENV}, else en)")
         parsers[name] = p
     _add_options(parsers)
     return parser
@@ -453,6 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra:  # reported by the subcommand, so its usage line is the one shown
         args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        args.lang = _language(args.lang)
         return args.handler(args)
     except UserError as err:
         print(f"{PROG} {args.command}: error: {err}", file=sys.stderr)

@@ -17,6 +17,7 @@ import pandas as pd
 from . import catalogue, shapes
 from .quantities import measure
 from .runs import history_of
+from .text import Text, language, say
 
 # --- cause ranking (scores are graded margins, see `signatures`) ----------------------
 LOOKALIKE_GAP = 0.5  # fired causes within this margin of the best one are look-alikes
@@ -26,17 +27,49 @@ LOW = 0.25  # weaker evidence than this is a hint, not an answer
 
 # What to try first when no signature explains an unhealthy curve (the course's order).
 NEXT_STEP = {
-    "nonfinite": "look at the batch of the first non-finite step for NaN/Inf inputs, then "
-                 "divide the learning rate by 10",
-    "diverging": "divide the learning rate by 10 (the cheapest test), then check the "
-                 "gradient norms layer by layer",
-    "oscillating": "lower the learning rate or raise the batch size, and check that the "
-                   "data are shuffled",
-    "stepwise": "inspect the batches around the jumps: their label mix, their inputs",
-    "plateau": "run the small-batch overfit test: a model that cannot memorise 64 samples "
-               "has an implementation bug; one that can needs its data or rate checked",
-    "degrading": "compare training and validation data and labels; then regularise or "
-                 "get more data",
+    "nonfinite": Text("look at the batch of the first non-finite step for NaN/Inf inputs, "
+                      "then divide the learning rate by 10",
+                      "先检查第一个非有限值出现的那一步的批次里有没有 NaN/Inf 输入，再把学习率 "
+                      "(learning rate) 除以 10"),
+    "diverging": Text("divide the learning rate by 10 (the cheapest test), then check the "
+                      "gradient norms layer by layer",
+                      "把学习率除以 10（最便宜的检验），然后逐层检查梯度范数 (gradient norm)"),
+    "oscillating": Text("lower the learning rate or raise the batch size, and check that "
+                        "the data are shuffled",
+                        "降低学习率或增大批大小 (batch size)，并确认数据已经打乱"),
+    "stepwise": Text("inspect the batches around the jumps: their label mix, their inputs",
+                     "检查跳变前后的批次：它们的标签构成和输入"),
+    "plateau": Text("run the small-batch overfit test: a model that cannot memorise 64 "
+                    "samples has an implementation bug; one that can needs its data or rate "
+                    "checked",
+                    "做小批量过拟合测试 (small-batch overfit test)：记不住 64 个样本的模型有实现"
+                    "错误；记得住的，就要检查数据或学习率"),
+    "degrading": Text("compare training and validation data and labels; then regularise or "
+                      "get more data",
+                      "对比训练集与验证集的数据和标签；然后加正则化或获取更多数据"),
+}
+
+# What `str(diagnosis)` says, line by line.
+LINES = {
+    "shape": Text("shape: {shape} - {evidence}", "曲线形状：{shape}。{evidence}"),
+    "borderline": Text("{shape} (borderline {other})", "{shape}（接近 {other}）"),
+    "no_cause": Text("cause: no signature of the catalogue fired",
+                     "原因：目录中没有任何故障的特征 (signature) 成立"),
+    "cause": Text("cause: {name} (margin {score:.2f}) - {evidence}",
+                  "原因：{name}（裕度 {score:.2f}）。{evidence}"),
+    "lookalikes": Text("look-alikes: {names}", "相似的原因：{names}"),
+    "experiment": Text("next experiment: {text}", "下一个实验：{text}"),
+    "missing": Text("not recorded: {names}", "未记录：{names}"),
+    "unchecked": Text("not checkable without them: {names}", "缺少这些记录而无法检验：{names}"),
+    "confidence": Text("confidence: {level}", "置信度：{level}"),
+}
+CONFIDENCE = {"high": Text("high", "高"), "medium": Text("medium", "中"),
+              "low": Text("low", "低")}
+INSTRUMENT_NAMES = {
+    "gradients": Text("gradients", "梯度"), "validation": Text("validation", "验证"),
+    "batch labels": Text("batch labels", "批次标签"), "timing": Text("timing", "计时"),
+    "input statistics": Text("input statistics", "输入统计"),
+    "output gradient": Text("output gradient", "输出梯度"), "padding": Text("padding", "填充"),
 }
 
 # Instruments a history may lack (a plain Monitor has no validation or timing), each
@@ -67,36 +100,49 @@ class Diagnosis:
         """The best-supported fault, or None when no signature fired."""
         return self.causes[0][0] if self.causes else None
 
+    lang: str = "en"  # the language of the evidence and of str()
+
     def __str__(self) -> str:
-        shape = self.shape + (f" (borderline {self.shape_alternative})"
-                              if self.shape_alternative else "")
-        lines = [f"shape: {shape} - {self.shape_evidence}"]
+        return self.text(self.lang)
+
+    def text(self, lang: str | None = None) -> str:
+        """The diagnosis as lines of text in `lang` (evidence stays in `self.lang`)."""
+        def line(key, **values):
+            return LINES[key].say(lang, **values)
+        shape = shapes.name(self.shape, lang)
+        if self.shape_alternative:
+            shape = line("borderline", shape=shape,
+                         other=shapes.name(self.shape_alternative, lang))
+        lines = [line("shape", shape=shape, evidence=self.shape_evidence)]
         if not self.causes:
-            lines.append("cause: no signature of the catalogue fired")
+            lines.append(line("no_cause"))
         for name, score, evidence in self.causes:
-            lines.append(f"cause: {name} (margin {score:.2f}) - {evidence}")
+            lines.append(line("cause", name=name, score=score, evidence=evidence))
         if self.lookalikes:
-            lines.append(f"look-alikes: {', '.join(self.lookalikes)}")
+            lines.append(line("lookalikes", names=", ".join(self.lookalikes)))
         if self.experiment:
-            lines.append(f"next experiment: {self.experiment}")
+            lines.append(line("experiment", text=self.experiment))
         if self.missing:
-            lines.append(f"not recorded: {', '.join(self.missing)}")
+            names = ", ".join(say(INSTRUMENT_NAMES, m, lang) for m in self.missing)
+            lines.append(line("missing", names=names))
         if self.unchecked and not self.causes:
-            lines.append(f"not checkable without them: {', '.join(self.unchecked)}")
-        lines.append(f"confidence: {self.confidence}")
+            lines.append(line("unchecked", names=", ".join(self.unchecked)))
+        lines.append(line("confidence", level=say(CONFIDENCE, self.confidence, lang)))
         return "\n".join(lines)
 
 
-def diagnose(history, faults: dict | None = None) -> Diagnosis:
+def diagnose(history, faults: dict | None = None, lang: str | None = None) -> Diagnosis:
     """Diagnose a `Run` or a history DataFrame (from `fl.run` or `fl.Monitor`).
 
     `faults`: the catalogue to rank (default: `fl.FAULTS`, calibrated on the healthy
-    population); the benchmark passes one calibrated without the family it scores."""
+    population); the benchmark passes one calibrated without the family it scores.
+    `lang`: the language of the evidence ("en", "zh"; default: $FAILURELAB_LANG or en)."""
+    lang = language(lang)
     history = _history(history)
     faults = catalogue.FAULTS if faults is None else faults
     values = measure(history)
-    shape, evidence, alternative = shapes.classify(values)
-    fired, unchecked = _evaluate(history, values, faults)
+    shape, evidence, alternative = shapes.classify(values, lang)
+    fired, unchecked = _evaluate(history, values, faults, lang)
     causes = [(e.fault, e.score, e.sentence) for e in fired]
     missing = [name for name, col in INSTRUMENT_COLUMNS.items() if col not in history.columns
                and not (name == "padding" and values["input_is_tokens"] == 0)]
@@ -109,15 +155,15 @@ def diagnose(history, faults: dict | None = None) -> Diagnosis:
     else:
         lookalikes = []
     if causes:
-        experiment = faults[causes[0][0]].experiment
+        experiment = faults[causes[0][0]].text("experiment", lang)
         confidence = _confidence(fired[0].score, bool(lookalikes))
         if not _shows(faults[causes[0][0]], shape):  # not the curve this fault makes
             confidence = "low" if confidence == "low" else "medium"
     else:
-        experiment = NEXT_STEP.get(shape)
+        experiment = NEXT_STEP[shape].say(lang) if shape in NEXT_STEP else None
         confidence = "low" if shape != "healthy" else "medium" if unchecked else "high"
     return Diagnosis(shape, evidence, causes, lookalikes, experiment, confidence, missing,
-                     alternative, unchecked)
+                     alternative, unchecked, lang)
 
 
 def _confidence(score: float, rivalled: bool) -> str:
@@ -139,12 +185,12 @@ def _history(obj) -> pd.DataFrame:
     return history
 
 
-def _evaluate(history: pd.DataFrame, values: dict[str, float], faults: dict):
+def _evaluate(history: pd.DataFrame, values: dict[str, float], faults: dict, lang: str):
     """Fired signatures (best first), and the names of faults that lack the columns to
     be tested but are contradicted by nothing that was measured."""
     fired, unchecked = [], []
     for fault in faults.values():
-        ev = fault.evidence(history, dict(values))
+        ev = fault.evidence(history, dict(values), lang)
         if ev.fired:
             fired.append(ev)
         elif ev.missing and _holds_where_measured(fault, ev):

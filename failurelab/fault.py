@@ -12,11 +12,34 @@ import pandas as pd
 from .recipes import Edit, Recipe, Scale, Set, apply
 from .shapes import SHAPES
 from .signatures import Evidence, Signature
+from .text import Text, language
 
 FAMILIES = ("data", "optimization", "numerics", "activation", "implementation",
             "evaluation", "performance")
-PHENOMENA = {"A": "loss diverges", "B": "loss does not go down", "C": "NaN",
-             "D": "training is unbearably slow"}
+PHENOMENON_TEXTS = {"A": Text("loss diverges", "损失发散"),
+                    "B": Text("loss does not go down", "损失不下降"),
+                    "C": Text("NaN", "出现 NaN"),
+                    "D": Text("training is unbearably slow", "训练慢得无法忍受")}
+PHENOMENA = {key: text.en for key, text in PHENOMENON_TEXTS.items()}
+TEXTS = ("title", "symptom", "cause", "experiment", "fix", "why_two_fields")
+
+
+def phenomenon(key: str | None, lang: str | None = None) -> str:
+    """"A: loss diverges" (or its Chinese); "" for a fault without a field phenomenon."""
+    return f"{key}: {PHENOMENON_TEXTS[key].say(lang)}" if key else ""
+
+
+@dataclass(frozen=True)
+class Chinese:
+    """A fault's teaching texts in Chinese, written in the entry beside the English ones
+    (same numbers, same code names: tests/test_text.py compares them)."""
+
+    title: str
+    symptom: str
+    cause: str
+    experiment: str
+    fix: str
+    why_two_fields: str = ""
 
 
 @dataclass(frozen=True)
@@ -46,6 +69,16 @@ class Fault:
     #   record other columns (a validation loss); the strongest route that fires counts
     explains: tuple[str, ...] = ()  # faults whose evidence this one's mechanism produces
     #   (a summed loss makes every step too large): when both fire, this one ranks first
+    zh: Chinese | None = None  # the teaching texts in Chinese
+
+    def text(self, part: str, lang: str | None = None) -> str:
+        """One of the teaching texts (see TEXTS) in `lang`; English where no Chinese
+        was written (a test makes sure every catalogue entry has it)."""
+        if part not in TEXTS:
+            raise ValueError(f"unknown text {part!r}; choose one of {', '.join(TEXTS)}")
+        if language(lang) == "zh" and self.zh is not None:
+            return getattr(self.zh, part)
+        return getattr(self, part)
 
     def inject(self, recipe: Recipe) -> Recipe:
         return apply(recipe, self.edit)
@@ -68,10 +101,12 @@ class Fault:
         """The main signature, then the other routes to the same cause."""
         return (self.signature, *self.also)
 
-    def evidence(self, history: pd.DataFrame, cache: dict | None = None) -> Evidence:
-        """The strongest route that fires; the main signature's evidence if none does."""
+    def evidence(self, history: pd.DataFrame, cache: dict | None = None,
+                 lang: str | None = None) -> Evidence:
+        """The strongest route that fires; the main signature's evidence if none does.
+        `lang`: the language of its sentence."""
         cache = {} if cache is None else cache
-        routes = [s.evaluate(self.name, history, cache) for s in self.signatures]
+        routes = [s.evaluate(self.name, history, cache, lang) for s in self.signatures]
         fired = [e for e in routes if e.fired]
         return max(fired, key=lambda e: e.score) if fired else routes[0]
 

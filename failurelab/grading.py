@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from . import shapes
 from .catalogue import FAULTS
-from .faults import PHENOMENA
+from .fault import phenomenon
 from .tables import TextTable, html_table, markdown_table, page
+from .text import Text, language
 
 if TYPE_CHECKING:
     from .records import Entry
@@ -45,24 +47,65 @@ HEADINGS = {
 FOUR = ("symptom", "cause", "experiment", "fix")
 
 
-def headings(lang: str) -> dict[str, str]:
-    if lang not in HEADINGS:
-        raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(HEADINGS)}")
-    return HEADINGS[lang]
+# The words a student reads in the tables (the stored values stay English).
+WORDS = {
+    NO_PREDICTION: Text(NO_PREDICTION, "未作预测"),
+    NOT_OBSERVED: Text(NOT_OBSERVED, "尚未观察"),
+    WORKED_EXAMPLE: Text(WORKED_EXAMPLE, "示例（不计分）"),
+    "graded": Text("graded", "已评分"),
+    "shape": Text("shape", "曲线形状"), "cause": Text("cause", "原因"),
+}
+TEXTS = {
+    "lookalikes": Text(" (look-alikes: {names})", "（相似的原因：{names}）"),
+    "healthy_cause": Text("none: no fault signature fired", "无：没有任何故障的特征成立"),
+    "nothing_to_fix": Text("nothing to fix", "无需修复"),
+    "unexplained": Text("unexplained: no catalogue signature fired",
+                        "无法解释：目录中没有任何特征成立"),
+    "prediction": Text("shape {shape}, cause {cause}", "曲线形状 {shape}，原因 {cause}"),
+    "observation": Text("shape {shape}, cause {cause} ({confidence} confidence)",
+                        "曲线形状 {shape}，原因 {cause}（置信度：{confidence}）"),
+    "reveal": Text("graded against the reveal: {fault} (shape {shapes})",
+                   "按揭晓的答案评分：{fault}（曲线形状 {shapes}）"),
+    "unobserved": Text("; its telemetry was not observed", "；其遥测数据尚未观察"),
+    "disagrees": Text("; the telemetry read {observed} and disagrees",
+                      "；遥测数据读出的是 {observed}，与之不符"),
+    "or": Text(" or ", " 或 "),
+    "symptom": Text("{shape}: {evidence}", "{shape}：{evidence}"),
+    "more": Text("; {evidence}", "；{evidence}"),
+    "attempted": Text("attempted {attempted} of {experiments}, graded {graded}",
+                      "作答 {attempted}/{experiments}，已评分 {graded}"),
+    "nothing_graded": Text(": nothing graded yet", "：尚无评分"),
+    "points": Text(": {points}/{out_of} points ({share:.0%})", "：{points}/{out_of} 分（{share:.0%}）"),
+    "worked_total": Text("worked example (not graded)", "示例（不计分）"),
+}
 
 
-def table(entries: dict, lang: str = "en") -> TextTable:
+def headings(lang: str | None = None) -> dict[str, str]:
+    return HEADINGS[language(lang)]
+
+
+def word(value: str, lang: str | None = None) -> str:
+    """A stored status word in `lang`."""
+    text = WORDS.get(value)
+    return value if text is None else text.say(lang)
+
+
+def say(key: str, lang: str | None = None, **values) -> str:
+    return TEXTS[key].say(lang, **values)
+
+
+def table(entries: dict, lang: str | None = None) -> TextTable:
     """One row per experiment: the four worksheet columns, predicted, observed, match."""
     heads = headings(lang)
     keys = (*FOUR, "predicted", "observed", "match")
-    frame = TextTable([_row(e) for e in entries.values()], index=list(entries),
+    frame = TextTable([_row(e, lang) for e in entries.values()], index=list(entries),
                       columns=list(keys), dtype=object)
     frame.columns = [heads[k] for k in keys]
     frame.index.name = heads["name"]
     return frame
 
 
-def explanations(entries: dict, lang: str = "en") -> TextTable:
+def explanations(entries: dict, lang: str | None = None) -> TextTable:
     """Per explained experiment, six rows: your symptom, cause, experiment, fix,
     invariant and minutes beside the answer key's (the revealed fault's texts for a
     mystery, else those of the cause the telemetry showed)."""
@@ -72,7 +115,7 @@ def explanations(entries: dict, lang: str = "en") -> TextTable:
         e = entry.explanation
         if e is None:
             continue
-        key = _key_texts(entry)
+        key = _key_texts(entry, lang)
         minutes = "" if e.minutes is None else f"{e.minutes:g}"
         for part, yours in zip((*FOUR, "invariant", "minutes"),
                                (e.symptom, e.cause, e.experiment, e.fix, e.invariant, minutes)):
@@ -84,86 +127,109 @@ def explanations(entries: dict, lang: str = "en") -> TextTable:
     return frame
 
 
-def grade(entries) -> TextTable:
+def grade(entries, lang: str | None = None) -> TextTable:
     """Per experiment: shape and cause right or wrong, a note, then a total row.
 
     `entries` is a worksheet's entries (or the Worksheet).  Points count only where a
     prediction was made and its experiment observed (or revealed); the total row says
-    how many were attempted and graded."""
+    how many were attempted and graded.  `lang` words the status and the notes; the
+    column names are the same in every language."""
     if hasattr(entries, "entries"):
         entries = entries.entries()
-    rows = {name: grade_row(e, name) for name, e in entries.items()}
-    frame = TextTable([[r[c] for c in GRADE_COLUMNS] for r in rows.values()],
+    rows = {name: grade_row(e, name, lang) for name, e in entries.items()}
+    frame = TextTable([[word(r[c], lang) if c == "status" else r[c] for c in GRADE_COLUMNS]
+                       for r in rows.values()],
                       index=list(rows), columns=list(GRADE_COLUMNS), dtype=object)
-    total = _total_row(summary(rows.values()))
+    total = _total_row(summary(rows.values()), lang)
     frame = pd.concat([frame, TextTable([total], index=["total"], dtype=object)])
     frame = frame.astype({"points": int, "out_of": int})
     frame.index.name = "experiment"
     return frame
 
 
-def answer_key(lang: str = "en") -> pd.DataFrame:
+def answer_key(lang: str | None = None) -> pd.DataFrame:
     """The whole catalogue as a worksheet, for instructors: one row per fault."""
     heads = headings(lang)
-    rows = {name: {heads["symptom"]: f.symptom, heads["cause"]: _cause_text(f),
-                   heads["experiment"]: f.experiment, heads["fix"]: f.fix,
-                   heads["shape"]: f.shape,
-                   heads["phenomenon"]: f"{f.phenomenon}: {PHENOMENA[f.phenomenon]}"
-                   if f.phenomenon else ""} for name, f in FAULTS.items()}
+    rows = {name: {heads["symptom"]: f.text("symptom", lang),
+                   heads["cause"]: _cause_text(f, lang),
+                   heads["experiment"]: f.text("experiment", lang),
+                   heads["fix"]: f.text("fix", lang), heads["shape"]: shapes.name(f.shape, lang),
+                   heads["phenomenon"]: phenomenon(f.phenomenon, lang)}
+            for name, f in FAULTS.items()}
     frame = TextTable.from_dict(rows, orient="index", dtype=object)
     frame.index.name = heads["fault"]
     return frame
 
 
-def _row(entry: Entry) -> tuple[str, ...]:
-    obs, predicted = entry.observation, str(entry.prediction or NO_PREDICTION)
+def _row(entry: Entry, lang: str | None = None) -> tuple[str, ...]:
+    obs, predicted = entry.observation, prediction_text(entry.prediction, lang)
     if obs is None:
-        return "", "", "", "", predicted, NOT_OBSERVED, NONE
-    symptom = f"{obs.shape}: {obs.shape_evidence}"
+        return "", "", "", "", predicted, word(NOT_OBSERVED, lang), NONE
+    symptom = say("symptom", lang, shape=shapes.name(obs.shape, lang),
+                  evidence=obs.shape_evidence)
     if obs.evidence != obs.shape_evidence:
-        symptom += f"; {obs.evidence}"
-    key = _telemetry_texts(obs)
+        symptom += say("more", lang, evidence=obs.evidence)
+    key = _telemetry_texts(obs, lang)
     cause = key["cause"]
     if obs.lookalikes:
-        cause += f" (look-alikes: {', '.join(obs.lookalikes)})"
-    return symptom, cause, key["experiment"], key["fix"], predicted, str(obs), _match(entry)
+        cause += say("lookalikes", lang, names=", ".join(obs.lookalikes))
+    return (symptom, cause, key["experiment"], key["fix"], predicted,
+            observation_text(obs, lang), _match(entry, lang))
 
 
-def _telemetry_texts(obs) -> dict[str, str]:
+def prediction_text(p, lang: str | None = None) -> str:
+    """"shape plateau, cause huge_lr (note)", in `lang`."""
+    if p is None or p.empty:
+        return word(NO_PREDICTION, lang)
+    text = say("prediction", lang, shape=p.shape or "?", cause=p.cause or "?")
+    return f"{text} ({p.note})" if p.note else text
+
+
+def observation_text(o, lang: str | None = None) -> str:
+    """"shape plateau, cause huge_lr (high confidence)", in `lang`."""
+    from .diagnosis import CONFIDENCE  # the diagnosis' words for its confidence levels
+
+    level = CONFIDENCE[o.confidence].say(lang) if o.confidence in CONFIDENCE else o.confidence
+    return say("observation", lang, shape=o.shape, cause=o.cause or "?", confidence=level)
+
+
+def _telemetry_texts(obs, lang: str | None = None) -> dict[str, str]:
     """The catalogue's texts for the cause the telemetry showed."""
     fault = FAULTS.get(obs.cause)
     if fault is not None:
-        return {"cause": _cause_text(fault), "experiment": fault.experiment, "fix": fault.fix}
+        return {"cause": _cause_text(fault, lang), "experiment": fault.text("experiment", lang),
+                "fix": fault.text("fix", lang)}
     if obs.cause == HEALTHY:
-        return {"cause": "none: no fault signature fired", "experiment": "",
-                "fix": "nothing to fix"}
-    return {"cause": "unexplained: no catalogue signature fired",
-            "experiment": obs.next_step or "", "fix": ""}
+        return {"cause": say("healthy_cause", lang), "experiment": "",
+                "fix": say("nothing_to_fix", lang)}
+    return {"cause": say("unexplained", lang), "experiment": obs.next_step or "", "fix": ""}
 
 
-def _key_texts(entry: Entry) -> dict[str, str]:
+def _key_texts(entry: Entry, lang: str | None = None) -> dict[str, str]:
     """The answer key for one experiment: the revealed fault, else the telemetry's."""
     if entry.truth is not None and entry.truth.fault in FAULTS:
         f = FAULTS[entry.truth.fault]
-        return {"symptom": f.symptom, "cause": _cause_text(f), "experiment": f.experiment,
-                "fix": f.fix}
+        return {"symptom": f.text("symptom", lang), "cause": _cause_text(f, lang),
+                "experiment": f.text("experiment", lang), "fix": f.text("fix", lang)}
     if entry.observation is None:
         return {}
     obs = entry.observation
-    return {"symptom": f"{obs.shape}: {obs.shape_evidence}", **_telemetry_texts(obs)}
+    return {"symptom": say("symptom", lang, shape=shapes.name(obs.shape, lang),
+                           evidence=obs.shape_evidence),
+            **_telemetry_texts(obs, lang)}
 
 
-def _cause_text(fault) -> str:
-    return f"{fault.title}: {fault.cause}"
+def _cause_text(fault, lang: str | None = None) -> str:
+    return f"{fault.text('title', lang)}: {fault.text('cause', lang)}"
 
 
-def _match(entry: Entry) -> str:
+def _match(entry: Entry, lang: str | None = None) -> str:
     """"shape ✓, cause ✗"; "?" where there is nothing to compare with."""
     if not entry.locked:
         return NONE
-    parts = [f"{what} {'✓' if ok else '✗' if ok is False else '?'}"
+    parts = [f"{word(what, lang)} {'✓' if ok else '✗' if ok is False else '?'}"
              for what, (guess, ok) in verdicts(entry).items() if guess is not None]
-    return ", ".join(parts) or NO_PREDICTION
+    return ", ".join(parts) or word(NO_PREDICTION, lang)
 
 
 def expected(entry: Entry) -> dict[str, tuple[str, ...] | None]:
@@ -195,7 +261,7 @@ GRADE_COLUMNS = ("predicted_shape", "observed_shape", "shape_correct", "predicte
                  "observed_cause", "cause_correct", "points", "out_of", "status", "note")
 
 
-def grade_row(entry: Entry, name: str = "") -> dict:
+def grade_row(entry: Entry, name: str = "", lang: str | None = None) -> dict:
     """One experiment's grade: each part right, wrong or ungraded, and why."""
     v, o = verdicts(entry), entry.observation
     attempted = entry.prediction is not None and not entry.prediction.empty
@@ -210,20 +276,20 @@ def grade_row(entry: Entry, name: str = "") -> dict:
                 observed_cause=o.cause if o else None, cause_correct=oks[1],
                 points=sum(ok is True for ok in oks), out_of=sum(ok is not None for ok in oks),
                 status=status, attempted=attempted and status != WORKED_EXAMPLE,
-                note=_note(entry))
+                note=_note(entry, lang))
 
 
-def _note(entry: Entry) -> str:
+def _note(entry: Entry, lang: str | None = None) -> str:
     """Where the grade follows a reveal the telemetry disagrees with, say so."""
     if entry.truth is None:
         return ""
     wanted, o = expected(entry), entry.observation
-    shapes = " or ".join(wanted["shape"] or ())
-    text = f"graded against the reveal: {entry.truth.fault} (shape {shapes})"
+    accepted = say("or", lang).join(wanted["shape"] or ())
+    text = say("reveal", lang, fault=entry.truth.fault, shapes=accepted)
     if o is None:
-        return text + "; its telemetry was not observed"
+        return text + say("unobserved", lang)
     if o.cause != entry.truth.fault or o.shape not in (wanted["shape"] or ()):
-        return f"{text}; the telemetry read {o} and disagrees"
+        return text + say("disagrees", lang, observed=observation_text(o, lang))
     return text
 
 
@@ -241,27 +307,30 @@ def summary(rows) -> dict[str, int]:
                 cause_correct=sum(r["cause_correct"] is True for r in rows))
 
 
-def score_text(s: dict[str, int]) -> str:
+def score_text(s: dict[str, int], lang: str | None = None) -> str:
     """"attempted 3 of 25, graded 2: 3/4 points (75%)": never a bare 100 %."""
-    text = f"attempted {s['attempted']} of {s['experiments']}, graded {s['graded']}"
+    text = say("attempted", lang, attempted=s["attempted"], experiments=s["experiments"],
+               graded=s["graded"])
     if not s["out_of"]:
-        return text + ": nothing graded yet"
-    return text + f": {s['points']}/{s['out_of']} points ({s['points'] / s['out_of']:.0%})"
+        return text + say("nothing_graded", lang)
+    return text + say("points", lang, points=s["points"], out_of=s["out_of"],
+                      share=s["points"] / s["out_of"])
 
 
-def _total_row(s: dict[str, int]) -> dict:
+def _total_row(s: dict[str, int], lang: str | None = None) -> dict:
     extras = [f"{s[k]} {label}" for k, label in (
-        ("no_prediction", NO_PREDICTION), ("not_observed", NOT_OBSERVED),
-        ("worked_examples", "worked example (not graded)")) if s[k]]
+        ("no_prediction", word(NO_PREDICTION, lang)),
+        ("not_observed", word(NOT_OBSERVED, lang)),
+        ("worked_examples", say("worked_total", lang))) if s[k]]
     return dict(predicted_shape="", observed_shape="", shape_correct=s["shape_correct"],
                 predicted_cause="", observed_cause="", cause_correct=s["cause_correct"],
                 points=s["points"], out_of=s["out_of"],
-                status="; ".join([score_text(s), *extras]), note="")
+                status="; ".join([score_text(s, lang), *extras]), note="")
 
 
 # --- exports -----------------------------------------------------------------------------
 
-def csv_table(entries: dict, lang: str = "en") -> str:
+def csv_table(entries: dict, lang: str | None = None) -> str:
     """The worksheet table with the student's own columns after it, one row each."""
     heads = headings(lang)
     frame = pd.DataFrame(table(entries, lang))
@@ -280,7 +349,7 @@ def _own(entry: Entry, part: str) -> str:
     return "" if value is None else f"{value:g}" if part == "minutes" else value
 
 
-def markdown_document(entries: dict, lang: str = "en") -> str:
+def markdown_document(entries: dict, lang: str | None = None) -> str:
     """The worksheet table; then, if any, the explanations beside the answer key."""
     text = markdown_table(table(entries, lang))
     own = explanations(entries, lang)
@@ -290,10 +359,10 @@ def markdown_document(entries: dict, lang: str = "en") -> str:
     return text
 
 
-def html_document(entries: dict, lang: str = "en", title: str = "worksheet") -> str:
+def html_document(entries: dict, lang: str | None = None, title: str = "worksheet") -> str:
     body = html_table(table(entries, lang))
     own = explanations(entries, lang)
     if len(own):
         body += f"<h2>{headings(lang)['yours']} / {headings(lang)['key']}</h2>"
         body += html_table(own)
-    return page(title, body)
+    return page(title, body, lang)

@@ -17,6 +17,7 @@ from .faults import Fault, check, get
 from .recipes import Recipe, baseline, diff, format_diff
 from .runs import Run
 from .signatures import Evidence, Signature, fmt, side_by_side
+from .text import Text
 from .train import run
 
 
@@ -24,6 +25,21 @@ from .train import run
 def _cached(recipe: Recipe, seed: int) -> Run:
     """Runs are deterministic, so a notebook's baselines are computed once."""
     return run(recipe, seed=seed)
+
+
+FOLLOWUP = {
+    "fix": Text("fix", "修复"), "distinguishing experiment": Text("distinguishing experiment", "区分实验"),
+    "healed": Text("✓ healed, the fault's signature is gone", "✓ 已修好，故障的特征消失了"),
+    "not_healed": Text("✗ NOT healed, the fault's signature is still there",
+                       "✗ 没有修好，故障的特征仍然存在"),
+    "documented": Text("✓ as documented", "✓ 与文档一致"),
+    "not_documented": Text("✗ NOT as documented", "✗ 与文档不一致"),
+    "line": Text("{kind} ({change}): {verdict}\n  measured on the new run: {measured}",
+                 "{kind}（{change}）：{verdict}\n  新运行的实测：{measured}"),
+    "gone": Text(" ✓ gone", " ✓ 已消失"), "separator": Text("; ", "；"),
+    "against": Text("{label} {value} (fault: {sign} {threshold}){gone}",
+                    "{label} {value}（故障：{sign} {threshold}）{gone}"),
+}
 
 
 @dataclass(frozen=True)
@@ -38,13 +54,17 @@ class Followup:
     measured: str = ""  # the measurements in words; default: the evidence sentence
 
     def __str__(self) -> str:
+        return self.text()
+
+    def text(self, lang: str | None = None) -> str:
         if self.kind == "fix":  # the evidence is the fault's signature: gone means healed
-            verdict = "✓ healed, the fault's signature is gone" if self.passed else \
-                      "✗ NOT healed, the fault's signature is still there"
+            verdict = "healed" if self.passed else "not_healed"
         else:
-            verdict = "✓ as documented" if self.passed else "✗ NOT as documented"
-        return (f"{self.kind} ({format_diff(self.change)}): {verdict}\n"
-                f"  measured on the new run: {self.measured or self.evidence.sentence}")
+            verdict = "documented" if self.passed else "not_documented"
+        return FOLLOWUP["line"].say(lang, kind=FOLLOWUP[self.kind].say(lang),
+                                    change=format_diff(self.change),
+                                    verdict=FOLLOWUP[verdict].say(lang),
+                                    measured=self.measured or self.evidence.sentence)
 
 
 def _against_signature(signature: Signature, evidence: Evidence) -> str:
@@ -54,10 +74,11 @@ def _against_signature(signature: Signature, evidence: Evidence) -> str:
         value = evidence.values[c.quantity]
         if not c.required and math.isnan(value):
             continue  # a veto this task cannot measure (padding, on the tabular task)
-        gone = "" if c.margin(value) >= 0 else " ✓ gone"
-        parts.append(f"{c.label} {fmt(value)} (fault: {'≥' if c.above else '≤'} "
-                     f"{fmt(c.threshold)}){gone}")
-    return "; ".join(parts)
+        gone = "" if c.margin(value) >= 0 else FOLLOWUP["gone"].say()
+        parts.append(FOLLOWUP["against"].say(label=c.text("label"), value=fmt(value),
+                                             sign="≥" if c.above else "≤",
+                                             threshold=fmt(c.threshold), gone=gone))
+    return FOLLOWUP["separator"].pick().join(parts)
 
 
 @dataclass(frozen=True)

@@ -301,11 +301,11 @@ class Monitor:
         frame.attrs["stopped"] = {k: dict(v) for k, v in self.stopped.items()}
         return frame
 
-    def alerts(self, window: int = 20) -> list:
+    def alerts(self, window: int = 20, lang: str | None = None) -> list:
         """The course's warning signs in the last `window` steps (see `fl.alerts`)."""
         from .alerts import alerts
 
-        return alerts(self.history, window)
+        return alerts(self.history, window, lang)
 
     def to_csv(self, path) -> None:
         """Save the history; `fl.read_history(path)` reads it back exactly."""

@@ -25,6 +25,8 @@ import pandas as pd
 from .catalogue import FAULTS
 from .faults import Fault, get
 from .recipes import check_seed
+from .shapes import name as shape_name
+from .text import Text
 from .worksheet import Worksheet, check_cause
 
 KEY_PREFIX = "mystery-"  # worksheet experiment names: "mystery-7"
@@ -33,16 +35,37 @@ KEY_PREFIX = "mystery-"  # worksheet experiment names: "mystery-7"
 # telemetry only.  Columns that echo a recipe field (the batch size) are left out: they
 # would name the fault that changes the field instead of letting the student infer it.
 # Nor is the curve's shape here: the student is asked to predict it.
-INSTRUMENTS = (("loss", "training loss"), ("val_loss", "validation loss"),
-               ("val_acc", "validation accuracy"), ("grad_norm", "gradient norm"),
-               ("grad_cosine", "gradient cosine"), ("update_ratio", "update ratio"),
-               ("weight_norm", "weight norm"), ("zero_grad_frac", "share of zero gradients"),
-               ("saturated_frac/", "saturated share (worst layer)"),
-               ("dead_frac/", "dead ReLU share (worst layer)"),
-               ("input_absmax", "largest |input|"), ("input_std_ratio", "feature std spread"),
-               ("input_nonfinite", "non-finite inputs"), ("label_purity", "main class share"),
-               ("pad_attention", "attention on pads"),
-               ("t_data", "data time (s/step)"), ("nonfinite", "non-finite values"))
+INSTRUMENTS = (("loss", Text("training loss", "训练损失")),
+               ("val_loss", Text("validation loss", "验证损失")),
+               ("val_acc", Text("validation accuracy", "验证准确率")),
+               ("grad_norm", Text("gradient norm", "梯度范数 (gradient norm)")),
+               ("grad_cosine", Text("gradient cosine", "相邻梯度余弦 (gradient cosine)")),
+               ("update_ratio", Text("update ratio", "更新比 (update ratio)")),
+               ("weight_norm", Text("weight norm", "权重范数 (weight norm)")),
+               ("zero_grad_frac", Text("share of zero gradients", "梯度为零的比例")),
+               ("saturated_frac/", Text("saturated share (worst layer)",
+                                        "饱和比例（最差的一层）")),
+               ("dead_frac/", Text("dead ReLU share (worst layer)",
+                                   "死 ReLU 比例（最差的一层）")),
+               ("input_absmax", Text("largest |input|", "最大 |输入|")),
+               ("input_std_ratio", Text("feature std spread", "特征标准差之比")),
+               ("input_nonfinite", Text("non-finite inputs", "非有限输入")),
+               ("label_purity", Text("main class share", "批次中主类别的比例")),
+               ("pad_attention", Text("attention on pads", "落在填充位上的注意力")),
+               ("t_data", Text("data time (s/step)", "数据加载时间（秒/步）")),
+               ("nonfinite", Text("non-finite values", "非有限值")))
+
+REVEAL = {
+    "no_answer": Text("No answer was given.", "没有作答。"),
+    "answer": Text("Your answer: {answer} - {verdict}.", "你的答案：{answer}。{verdict}。"),
+    "correct": Text("correct", "正确"), "wrong": Text("not it", "不对"),
+    "was": Text("{key} was {fault}: {title}.", "{key} 是 {fault}：{title}。"),
+    "symptom": Text("Symptom: {text}", "现象：{text}"),
+    "shape": Text("Shape: {text}", "曲线形状：{text}"),
+    "cause": Text("Cause: {text}", "原因：{text}"),
+    "experiment": Text("Distinguishing experiment: {text}", "区分实验：{text}"),
+    "fix": Text("Fix: {text}", "修复动作：{text}"), "or": Text(" or ", " 或 "),
+}
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -62,20 +85,21 @@ class Mystery:
     def __repr__(self) -> str:
         return f"Mystery(seed={self.seed}, task={self.task!r}, key={self.key!r})"
 
-    def readout(self) -> pd.DataFrame:
+    def readout(self, lang: str | None = None) -> pd.DataFrame:
         """Each instrument at the start, middle and end of the run (see `readout`)."""
-        return readout(self.history)
+        return readout(self.history, lang)
 
 
-def readout(history: pd.DataFrame) -> pd.DataFrame:
+def readout(history: pd.DataFrame, lang: str | None = None) -> pd.DataFrame:
     """What a student reads before guessing: every recorded instrument summarised over
     the first, middle and last tenth of its values (medians: one noisy step would
-    mislead; counts of non-finite values are maxima, so a single NaN is not hidden)."""
+    mislead; counts of non-finite values are maxima, so a single NaN is not hidden).
+    `lang` names the instruments; the column names are the same in every language."""
     rows = []
     for column, label in INSTRUMENTS:
         series = _column(history, column)
         if series is not None and len(series):
-            rows.append((label, *_tenths(series, "nonfinite" in column)))
+            rows.append((label.say(lang), *_tenths(series, "nonfinite" in column)))
     return pd.DataFrame(rows, columns=["instrument", "start", "middle", "end"])
 
 
@@ -109,16 +133,25 @@ class Reveal:
         return FAULTS[self.fault]
 
     def __str__(self) -> str:
+        return self.text()
+
+    def text(self, lang: str | None = None) -> str:
+        """What it was, the verdict on the answer, and the catalogue's texts, in `lang`."""
+        def line(part, **values):
+            return REVEAL[part].say(lang, **values)
         if self.answer is None:
-            verdict = "No answer was given."
+            verdict = line("no_answer")
         else:
-            verdict = f"Your answer: {self.answer} - {'correct' if self.correct else 'not it'}."
+            verdict = line("answer", answer=self.answer,
+                           verdict=line("correct" if self.correct else "wrong"))
         f = self.details
+        shapes = line("or").join(shape_name(s, lang) for s in (f.shape, *f.other_shapes))
         return "\n".join([
-            f"{self.key} was {self.fault}: {f.title}.", verdict, f"Symptom: {f.symptom}",
-            f"Shape: {' or '.join((f.shape, *f.other_shapes))}", f"Cause: {f.cause}",
-            f"Distinguishing experiment: {f.experiment}",
-            f"Fix: {f.fix}"])
+            line("was", key=self.key, fault=self.fault, title=f.text("title", lang)), verdict,
+            line("symptom", text=f.text("symptom", lang)), line("shape", text=shapes),
+            line("cause", text=f.text("cause", lang)),
+            line("experiment", text=f.text("experiment", lang)),
+            line("fix", text=f.text("fix", lang))])
 
 
 def mystery(seed: int, faults: Iterable[str] | None = None, *,

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import chain as hash_chain
-from .grading import NO_PREDICTION
+from .grading import observation_text, prediction_text
 
 FORMAT = "failurelab-worksheet"  # the marker that tells a worksheet from any other JSON
 VERSION = 2  # 2: explanations, reveals and the chain
@@ -38,10 +38,7 @@ class Prediction:
         return (self.shape, self.cause, self.note) == (other.shape, other.cause, other.note)
 
     def __str__(self) -> str:
-        if self.empty:
-            return NO_PREDICTION
-        text = f"shape {self.shape or '?'}, cause {self.cause or '?'}"
-        return f"{text} ({self.note})" if self.note else text
+        return prediction_text(self)  # in $FAILURELAB_LANG (English by default)
 
 
 @dataclass(frozen=True)
@@ -64,7 +61,7 @@ class Observation:
         return replace(self, at="") == replace(other, at="")
 
     def __str__(self) -> str:
-        return f"shape {self.shape}, cause {self.cause or '?'} ({self.confidence} confidence)"
+        return observation_text(self)  # in $FAILURELAB_LANG (English by default)
 
 
 EXPLANATION_PARTS = ("symptom", "cause", "experiment", "fix", "invariant")

@@ -7,6 +7,8 @@ same shape from the same numbers.
 
 from __future__ import annotations
 
+from .text import Text, language
+
 SHAPES = ("diverging", "oscillating", "plateau", "stepwise", "degrading", "nonfinite",
           "healthy")  # "healthy": the loss looks fine; only a dedicated measurement shows it
 
@@ -32,40 +34,99 @@ QUIET = 0.35  # a stalled loss is quiet: end-window std under 35% of its level (
 BORDERLINE = 0.15  # within 15% of a deciding threshold, the other side is named too
 
 
-def classify(q: dict[str, float]) -> tuple[str, str, str | None]:
-    """(shape, the measurements that decided it, the other side when borderline)."""
+# Each shape's name and a one-line explanation, in both languages.
+NAMES = {
+    "diverging": Text("diverging", "发散"),
+    "oscillating": Text("oscillating", "振荡"),
+    "plateau": Text("plateau", "平台期"),
+    "stepwise": Text("stepwise", "阶跃"),
+    "degrading": Text("degrading", "退化"),
+    "nonfinite": Text("nonfinite", "非有限值"),
+    "healthy": Text("healthy", "健康"),
+}
+EXPLANATIONS = {
+    "diverging": Text("the loss rises and may end in Inf/NaN",
+                      "损失不断上升，最后可能变成 Inf/NaN"),
+    "oscillating": Text("the loss swings widely and irregularly",
+                        "损失大幅、无规律地来回摆动"),
+    "plateau": Text("the loss drops, then sticks high (or never leaves its start)",
+                    "损失下降后停在高位（或者从一开始就没动）"),
+    "stepwise": Text("the loss jumps suddenly, then recovers", "损失突然跳高，随后又回落"),
+    "degrading": Text("the training loss is fine while validation gets worse",
+                      "训练损失正常，验证集上的表现却越来越差"),
+    "nonfinite": Text("the loss turns NaN/Inf without rising first",
+                      "损失没有先上升，就直接变成 NaN/Inf"),
+    "healthy": Text("the loss falls and settles", "损失下降并趋于稳定"),
+}
+
+# The measurements that decided a shape, as `classify` words them.
+EVIDENCE = {
+    "rose_nonfinite": Text("the loss rose to {peak:.3g}x its start, then turned non-finite",
+                           "损失升到初始值的 {peak:.3g} 倍，随后变成非有限值"),
+    "nonfinite": Text("the loss turned non-finite at step {step:.0f} without rising first",
+                      "损失在第 {step:.0f} 步没有先上升就变成了非有限值"),
+    "blowup": Text("the loss ended {ratio:.3g}x its start", "损失最终是初始值的 {ratio:.3g} 倍"),
+    "swings": Text("smoothed swings of {swing:.2f} of the loss scale, peaking at {peak:.3g}x "
+                   "the start", "平滑后的摆动幅度为损失尺度的 {swing:.2f}，峰值达到初始值的 "
+                   "{peak:.3g} 倍"),
+    "rose": Text("the loss peaked at {peak:.3g}x its start and ended {above:.0%} above it",
+                 "损失峰值为初始值的 {peak:.3g} 倍，最终比初始值高 {above:.0%}"),
+    "stuck": Text("the loss stayed at its initial level (progress {progress:.0%})",
+                  "损失停在初始水平（下降幅度 {progress:.0%}）"),
+    "degrading": Text("training removed {progress:.0%} of the loss while validation loss "
+                      "rose {rise:.2f} above its minimum",
+                      "训练消除了 {progress:.0%} 的损失，而验证损失比其最低点高出 {rise:.2f}"),
+    "stalled": Text("the loss stalled at {left:.0%} of its start with little noise "
+                    "(relative std {spread:.2f})",
+                    "损失停滞在初始值的 {left:.0%}，噪声很小（相对标准差 {spread:.2f}）"),
+    "healthy": Text("training removed {progress:.0%} of the initial loss",
+                    "训练消除了初始损失的 {progress:.0%}"),
+}
+
+
+def name(shape: str, lang: str | None = None) -> str:
+    """A shape as a student reads it: "plateau", or "平台期 (plateau)" in Chinese."""
+    text = NAMES.get(shape)
+    if text is None or language(lang) == "en":
+        return shape
+    return f"{text.zh} ({shape})"
+
+
+def classify(q: dict[str, float], lang: str | None = None) -> tuple[str, str, str | None]:
+    """(shape, the measurements that decided it in `lang`, the other side when
+    borderline)."""
+    shape, key, values, other = _decide(q)
+    return shape, EVIDENCE[key].say(lang, **values), other
+
+
+def _decide(q: dict[str, float]) -> tuple[str, str, dict, str | None]:
+    """(shape, the EVIDENCE key, its values, the borderline alternative)."""
     progress, peak = q["loss_progress"], q["loss_peak_ratio"]
     progress = 0.0 if abs(progress) < 0.005 else progress  # no "-0%" in the evidence
     swing, spread, rise = q["loss_swing"], q["loss_end_spread"], q["val_loss_rise"]
     if q["nonfinite_losses"] > 0:
         if peak >= STEP_PEAK:
-            return "diverging", f"the loss rose to {peak:.3g}x its start, then turned " \
-                                f"non-finite", None
-        return "nonfinite", f"the loss turned non-finite at step " \
-                            f"{q['first_nonfinite']:.0f} without rising first", None
+            return "diverging", "rose_nonfinite", {"peak": peak}, None
+        return "nonfinite", "nonfinite", {"step": q["first_nonfinite"]}, None
     if progress <= 1 - BLOWUP:
-        return "diverging", f"the loss ended {1 - progress:.3g}x its start", None
+        return "diverging", "blowup", {"ratio": 1 - progress}, None
     if swing >= SWING:
         kind = "stepwise" if peak >= STEP_PEAK else "oscillating"
         other = "oscillating" if kind == "stepwise" else "stepwise"
-        return kind, f"smoothed swings of {swing:.2f} of the loss scale, peaking at " \
-                     f"{peak:.3g}x the start", _near(peak, STEP_PEAK, other)
+        return kind, "swings", {"swing": swing, "peak": peak}, _near(peak, STEP_PEAK, other)
     if peak >= RISE and progress <= 0:
-        return "diverging", f"the loss peaked at {peak:.3g}x its start and ended " \
-                            f"{-progress:.0%} above it", _near(peak, RISE, "plateau")
+        return "diverging", "rose", {"peak": peak, "above": -progress}, \
+            _near(peak, RISE, "plateau")
     if progress <= STUCK:
-        return "plateau", f"the loss stayed at its initial level (progress " \
-                          f"{progress:.0%})", None
+        return "plateau", "stuck", {"progress": progress}, None
     if rise >= DEGRADING and progress >= TRAINS:
-        return "degrading", f"training removed {progress:.0%} of the loss while validation " \
-                            f"loss rose {rise:.2f} above its minimum", \
+        return "degrading", "degrading", {"progress": progress, "rise": rise}, \
             _near(rise, DEGRADING, "healthy")
     if progress < CONVERGED and spread < QUIET:
-        return "plateau", f"the loss stalled at {1 - progress:.0%} of its start with little " \
-                          f"noise (relative std {spread:.2f})", _near(progress, CONVERGED,
-                                                                      "healthy")
+        return "plateau", "stalled", {"left": 1 - progress, "spread": spread}, \
+            _near(progress, CONVERGED, "healthy")
     alternative = _near(rise, DEGRADING, "degrading") if rise == rise else None
-    return "healthy", f"training removed {progress:.0%} of the initial loss", alternative
+    return "healthy", "healthy", {"progress": progress}, alternative
 
 
 def _near(value: float, threshold: float, other: str) -> str | None:

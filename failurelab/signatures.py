@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from .quantities import BINARY, LAB_ONLY, QUANTITIES
+from .text import Text, language
 
 ROLES = ("mechanism", "effect", "guard")
 CAP = 3.0  # a graded margin counts up to 3 healthy-edge distances past the threshold
@@ -47,6 +48,9 @@ class Condition:
     suffix: str = ""  # printed after the value, e.g. "x its step-0 value"
     healthy: float | None = None  # the healthy population's edge facing the threshold
     physical: float | None = None  # the threshold before calibration moved it
+    label_zh: str = ""  # `label` in Chinese (tests/test_text.py: every catalogue entry)
+    why_zh: str = ""  # `why` in Chinese
+    suffix_zh: str = ""  # `suffix` in Chinese
 
     def __post_init__(self):
         if self.quantity not in QUANTITIES:
@@ -106,11 +110,19 @@ class Condition:
             threshold = min(physical, moved) if not self.log or edge > 0 else physical
         return replace(self, threshold=threshold, healthy=edge, physical=physical)
 
-    def describe(self, value: float) -> str:
+    def text(self, part: str, lang: str | None = None) -> str:
+        """`label`, `why` or `suffix` in `lang` (English where no Chinese was written)."""
+        chinese = getattr(self, f"{part}_zh")
+        return chinese if language(lang) == "zh" and chinese else getattr(self, part)
+
+    def describe(self, value: float, lang: str | None = None) -> str:
         sign = "≥" if self.above else "≤"
+        label = self.text("label", lang)
         if self.quantity in BINARY and value == value:
-            return f"{self.label}: {'yes' if value >= 0.5 else 'no'}"
-        return f"{self.label} {fmt(value)}{self.suffix} ({sign} {fmt(self.threshold)})"
+            return BINARY_VALUE.say(lang, label=label,
+                                    answer=(YES if value >= 0.5 else NO).say(lang))
+        return (f"{label} {fmt(value, lang)}{self.text('suffix', lang)} ({sign} "
+                f"{fmt(self.threshold, lang)})")
 
 
 @dataclass(frozen=True)
@@ -129,9 +141,14 @@ class Evidence:
 class Signature:
     conditions: tuple[Condition, ...]
     verdict: str  # what the evidence means, e.g. "gradients are accumulating"
+    verdict_zh: str = ""  # the verdict in Chinese
+
+    def says(self, lang: str | None = None) -> str:
+        """The verdict in `lang` (English where no Chinese was written)."""
+        return self.verdict_zh if language(lang) == "zh" and self.verdict_zh else self.verdict
 
     def evaluate(self, fault: str, history: pd.DataFrame,
-                 cache: dict[str, float] | None = None) -> Evidence:
+                 cache: dict[str, float] | None = None, lang: str | None = None) -> Evidence:
         cache = {} if cache is None else cache
         values = {}
         for c in self.conditions:
@@ -145,11 +162,12 @@ class Signature:
         graded = graded or [c.graded(values[c.quantity]) for c in self.conditions
                             if c.role == "effect"] or [min(CAP, min(margins))]
         score = min(graded)
-        parts = [c.describe(values[c.quantity]) + ("" if fired or m >= 0 else " ✗")
+        parts = [c.describe(values[c.quantity], lang) + ("" if fired or m >= 0 else " ✗")
                  for c, m in zip(self.conditions, margins)
                  if c.required or values[c.quantity] == values[c.quantity]]
-        measured = " and ".join(parts)
-        sentence = f"{measured}: {self.verdict}" if fired else measured
+        measured = AND.pick(lang).join(parts)
+        sentence = VERDICT.say(lang, measured=measured, verdict=self.says(lang)) if fired \
+            else measured
         missing = tuple(c.quantity for c in self.conditions
                         if c.required and math.isnan(values[c.quantity]))
         return Evidence(fault, fired, score, values, sentence, missing)
@@ -189,25 +207,34 @@ class Row:
 
 
 def side_by_side(fault: str, signature: Signature, faulty: pd.DataFrame,
-                 healthy: pd.DataFrame) -> tuple[tuple[Row, ...], bool, bool]:
+                 healthy: pd.DataFrame, lang: str | None = None
+                 ) -> tuple[tuple[Row, ...], bool, bool]:
     """Every condition on both histories: (rows, fault fired, baseline fired), from the
     same evaluation `fl.check` and `fl.diagnose` use, so no report can disagree."""
     mine = signature.evaluate(fault, faulty)
     base = signature.evaluate(fault, healthy)
-    rows = tuple(Row(c.label, c.quantity, f"{'≥' if c.above else '≤'} {fmt(c.threshold)}",
-                     fmt(mine.values[c.quantity]), fmt(base.values[c.quantity]),
+    rows = tuple(Row(c.text("label", lang), c.quantity,
+                     f"{'≥' if c.above else '≤'} {fmt(c.threshold, lang)}",
+                     fmt(mine.values[c.quantity], lang), fmt(base.values[c.quantity], lang),
                      c.margin(mine.values[c.quantity]) >= 0,
-                     c.margin(base.values[c.quantity]) >= 0, c.why)
+                     c.margin(base.values[c.quantity]) >= 0, c.text("why", lang))
                  for c in signature.conditions)
     return rows, mine.fired, base.fired
 
 
-def fmt(x: float) -> str:
+YES, NO = Text("yes", "是"), Text("no", "否")
+AND = Text(" and ", "，且 ")
+VERDICT = Text("{measured}: {verdict}", "{measured}：{verdict}")
+BINARY_VALUE = Text("{label}: {answer}", "{label}：{answer}")
+NOT_MEASURED, NEVER = Text("n/a", "无数据"), Text("never", "从未")
+
+
+def fmt(x: float, lang: str | None = None) -> str:
     """A measured number as evidence quotes it: 3 significant digits, 'never' for +inf."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
+        return NOT_MEASURED.say(lang)
     if math.isinf(x):
-        return "never" if x > 0 else "-inf"
+        return NEVER.say(lang) if x > 0 else "-inf"
     if x == 0:
         return "0"
     if abs(x) >= 1e4 or abs(x) < 1e-3:

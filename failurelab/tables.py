@@ -15,6 +15,8 @@ import os
 
 import pandas as pd
 
+from .text import language
+
 CELL = ("text-align:left;vertical-align:top;white-space:pre-wrap;overflow-wrap:break-word;"
         "padding:4px 8px;border-bottom:1px solid #ddd;min-width:4em;max-width:28em")
 HEAD = CELL + ";font-weight:600;background:#f3f3f3;border-bottom:2px solid #999"
@@ -68,11 +70,16 @@ def html_table(frame: pd.DataFrame, caption: str | None = None, *, compact: bool
             f'<tbody>{"".join(rows)}</tbody></table>')
 
 
-def page(title: str, body: str) -> str:
+def page(title: str, body: str, lang: str | None = None) -> str:
     """A whole HTML page: escaped title, the tables' style, and `body` (already HTML)."""
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+    return (f'<!DOCTYPE html>\n<html lang="{html_lang(lang)}"><head><meta charset="utf-8">'
             f"<title>{_escape(title)}</title>{STYLE}</head>\n<body>\n"
             f"<h1>{_escape(title)}</h1>\n{body}\n</body></html>\n")
+
+
+def html_lang(lang: str | None = None) -> str:
+    """The page's `lang` attribute, so browsers pick CJK fonts for Chinese pages."""
+    return "zh-CN" if language(lang) == "zh" else "en"
 
 
 def _escape(value) -> str:

@@ -40,12 +40,26 @@ from .grading import HEALTHY, NO_PREDICTION
 from .records import Entry, Explanation, Observation, Prediction, Sheet, Truth, dump, load
 from .runs import history_of
 from .tables import export
+from .text import Text
 
 DIRECTORY_VARIABLE = "FAILURELAB_WORKSHEET_DIR"
 
 __all__ = ["Entry", "Explanation", "NotObservedYet", "Observation", "Prediction",
            "PredictionLocked", "Sheet", "Worksheet", "load", "resolve"]
 
+
+# What a refusal tells the student, in $FAILURELAB_LANG.
+REFUSALS = {
+    "locked": Text("{name} was observed at {when} (in {path}); its prediction ({old}) can no "
+                   "longer change to ({new}). Predict before running: to predict again, use "
+                   "a new experiment name.",
+                   "{name} 已于 {when} 被观察（在 {path} 中）；它的预测（{old}）不能再改成"
+                   "（{new}）。请在运行之前预测：要重新预测，请使用一个新的实验名称。"),
+    "unobserved": Text("{name} has not been observed yet (in {path}): run it and "
+                       "ws.observe({name}, run) first, then explain what you saw",
+                       "{name} 还没有被观察（在 {path} 中）：先运行它并调用 "
+                       "ws.observe({name}, run)，再解释你看到了什么"),
+}
 
 class PredictionLocked(ValueError):
     """A prediction changed after its experiment was observed: that is back-filling."""
@@ -107,10 +121,9 @@ class Worksheet:
                 return old or replace(guess, at=_now())  # re-running: nothing changes
             if entry.locked:
                 when = entry.observation.at if entry.observation else entry.truth.at
-                raise PredictionLocked(
-                    f"{name!r} was observed at {when} (in {self.path}); its prediction "
-                    f"({old or NO_PREDICTION}) can no longer change to ({guess}). Predict "
-                    f"before running: to predict again, use a new experiment name.")
+                raise PredictionLocked(REFUSALS["locked"].say(
+                    name=repr(name), when=when, path=self.path, old=old or NO_PREDICTION,
+                    new=guess))
             if old is not None:
                 entry.earlier.append(old)
             entry.prediction = replace(guess, at=_now())
@@ -119,7 +132,8 @@ class Worksheet:
         return self._change(change)
 
     def observe(self, name: str, run) -> Observation:
-        """Record what the telemetry of `run` (a Run or a history) shows."""
+        """Record what the telemetry of `run` (a Run or a history) shows; its evidence
+        sentences are written in the session's language ($FAILURELAB_LANG)."""
         name = check_name(name)
         seen = read_telemetry(run)
 
@@ -149,9 +163,8 @@ class Worksheet:
         def change(sheet: Sheet) -> Explanation:
             entry = sheet.entries.get(name)
             if entry is None or not entry.locked:
-                raise NotObservedYet(f"{name!r} has not been observed yet (in {self.path}): "
-                                     f"run it and ws.observe({name!r}, run) first, then "
-                                     f"explain what you saw")
+                raise NotObservedYet(REFUSALS["unobserved"].say(name=repr(name),
+                                                               path=self.path))
             if entry.explanation is not None and entry.explanation.same_as(draft):
                 return entry.explanation
             if entry.explanation is not None:
@@ -182,30 +195,30 @@ class Worksheet:
         """What looks edited by hand since it was written (see `failurelab.chain`)."""
         return load(self.path).audit()
 
-    def table(self, lang: str = "en") -> pd.DataFrame:
+    def table(self, lang: str | None = None) -> pd.DataFrame:
         """One row per experiment: the four worksheet columns, predicted, observed, match."""
         return grading.table(self.entries(), lang)
 
-    def explanations(self, lang: str = "en") -> pd.DataFrame:
+    def explanations(self, lang: str | None = None) -> pd.DataFrame:
         """Your four columns, invariant and minutes, beside the answer key's."""
         return grading.explanations(self.entries(), lang)
 
-    def to_markdown(self, path: str | os.PathLike | None = None, lang: str = "en") -> str:
+    def to_markdown(self, path: str | os.PathLike | None = None, lang: str | None = None) -> str:
         """The worksheet table, then your explanations beside the answer key."""
         return export(grading.markdown_document(self.entries(), lang), path)
 
-    def to_csv(self, path: str | os.PathLike | None = None, lang: str = "en") -> str:
+    def to_csv(self, path: str | os.PathLike | None = None, lang: str | None = None) -> str:
         """One row per experiment: the worksheet table and your own columns."""
         return export(grading.csv_table(self.entries(), lang), path)
 
-    def to_html(self, path: str | os.PathLike | None = None, lang: str = "en") -> str:
+    def to_html(self, path: str | os.PathLike | None = None, lang: str | None = None) -> str:
         """A page with the worksheet table and your explanations, text escaped."""
         return export(grading.html_document(self.entries(), lang,
                                                     title=self.path.name), path)
 
-    def grade(self) -> pd.DataFrame:
+    def grade(self, lang: str | None = None) -> pd.DataFrame:
         """Per experiment: shape and cause right or wrong, then a total row."""
-        return grading.grade(self.entries())
+        return grading.grade(self.entries(), lang)
 
     def _change(self, change):
         """Read the file, apply `change` to its sheet, write it back: all under the lock."""

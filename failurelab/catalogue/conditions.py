@@ -7,47 +7,80 @@ from ..signatures import Condition as C
 UNHEALTHY = C("unhealthy_curve", True, 0.5, "loss curve unhealthy",
               "the generic effect: the loss curve has one of the course's failure shapes "
               "(diverging, plateau, oscillating, ...), decided by the same rules the "
-              "diagnosis names the shape with", log=False, unit=0.5, role="effect")
+              "diagnosis names the shape with", log=False, unit=0.5, role="effect",
+              label_zh="损失曲线不健康",
+              why_zh="通用的效应：损失曲线属于课程中的某种失败形状（发散、平台期、振荡……），由诊断判定形状时"
+                     "所用的同一套规则决定")
 STUCK = C("loss_progress", False, 0.1, "loss progress",
           "a training run that removes less than 10% of its starting loss has not "
           "learned; healthy runs of every family remove most of theirs", log=False,
-          unit=0.1, role="effect")
+          unit=0.1, role="effect",
+          label_zh="损失下降幅度",
+          why_zh="消除不到初始损失 10% 的训练运行没有学到东西；每个家族的健康运行都能消除大部分损失")
 LEARNS = C("loss_progress", True, 0.5, "loss progress",
-           "the loss still falls by half: the model itself can learn", log=False, unit=0.1)
+           "the loss still falls by half: the model itself can learn", log=False, unit=0.1,
+           label_zh="损失下降幅度",
+           why_zh="损失仍下降了一半：模型本身能学习")
 MOVING = C("update_ratio_median", True, 5e-4, "median update ratio",
            "the optimizer changes the weights by a healthy share each step; 5e-4 is 10x "
-           "above a too-small rate", role="guard")
+           "above a too-small rate", role="guard",
+           label_zh="更新比的中位数",
+           why_zh="优化器每一步都以健康的比例改变权重；5e-4 比过小的学习率高 10 倍")
 GRADIENTS_FLOW = C("zero_grad_median", False, 0.9, "median share of zero gradients",
                    "below 90% exactly-zero gradient entries, units are not dead; ReLU "
                    "networks have 20-40% from units that are off for a batch", log=False,
-                   unit=0.05, role="guard")
+                   unit=0.05, role="guard",
+                   label_zh="零梯度比例的中位数",
+                   why_zh="恰好为零的梯度分量低于 90% 时，单元并没有死；ReLU 网络因为单元在某个批次上关闭，会"
+                          "有 20-40% 的零梯度")
 INPUTS_SCALED = C("input_scale_spread", False, 100, "input std spread",
                   "features within a factor of 100 of each other in spread: the cause "
-                  "is not the inputs' scale", role="guard")
+                  "is not the inputs' scale", role="guard",
+                  label_zh="输入标准差之比",
+                  why_zh="各特征的离散程度相差不到 100 倍：原因不在输入的尺度")
 CALM = C("loss_peak_ratio", False, 1.5, "loss peak over start",
          "the loss never rose by half above where it started (a run that jumps there "
-         "first is a different failure)", role="guard")
+         "first is a different failure)", role="guard",
+         label_zh="损失峰值与初始值之比",
+         why_zh="损失从未比起点高出一半（先跳到那里的运行是另一种失败）")
 FINITE = C("nonfinite_losses", False, 0.5, "non-finite losses", "the loss stayed finite",
-           log=False, role="guard")
+           log=False, role="guard",
+           label_zh="非有限损失",
+           why_zh="损失保持有限")
 TOKENS = C("input_is_tokens", True, 0.5, "token-id inputs",
            "padding exists only in token sequences (checked when inputs were recorded)",
-           log=False, required=False, role="guard")
+           log=False, required=False, role="guard",
+           label_zh="输入为 token 编号",
+           why_zh="填充只存在于 token 序列中（记录输入时检查）")
 WEIGHTS_KEPT = C("weight_norm_change", True, 0.5, "final over initial weight norm",
                  "the weights keep their size: nothing is pulling them to zero",
-                 role="guard")
+                 role="guard",
+                 label_zh="最终与初始权重范数之比",
+                 why_zh="权重保持原有大小：没有什么在把它们拉向零")
 FLOAT16 = C("float16_share", True, 0.5, "share of steps with float16 logit gradients",
             "the output and its gradient live in float16 (its numbers have 10 mantissa "
             "bits and nothing under 2^-24; float32 values almost never fit that grid)",
-            log=False, role="guard")
+            log=False, role="guard",
+            label_zh="logit 梯度为 float16 的步数比例",
+            why_zh="输出及其梯度是 float16（它的数只有 10 位尾数，小于 2^-24 的无法表示；float32 的值几乎从不"
+                   "落在这个网格上）")
 ALL_OPTIMIZED = C("unoptimized_max", False, 0.5, "parameters outside the optimizer",
                   "every parameter that gets a gradient is in the optimizer (checked when "
                   "recorded): otherwise that alone explains weights that do not move",
-                  log=False, required=False, role="guard")
+                  log=False, required=False, role="guard",
+                  label_zh="不在优化器中的参数",
+                  why_zh="每个得到梯度的参数都在优化器中（记录时检查）：否则单凭这一点就能解释权重为什么不动")
 ALL_CONNECTED = C("param_no_grad_share", False, 0.05, "share of parameters never given "
                   "a gradient", "every parameter tensor gets some gradient: none is cut "
                   "off from the loss (a .detach() or an unused branch would explain a "
-                  "stall by itself)", log=False, required=False, role="guard")
+                  "stall by itself)", log=False, required=False, role="guard",
+                  label_zh="从未得到梯度的参数比例",
+                  why_zh="每个参数张量都得到了一些梯度：没有哪个与损失断开（一个 .detach() 或一个没用到的分支"
+                         "本身就能解释停滞）")
 STEPS_SANE = C("update_ratio_start", False, 0.3, "update ratio of the first steps",
                "the first steps moved the weights by under 30% of their norm (healthy "
                "runs of every optimizer stay under 14%): what follows was not made by "
-               "oversized updates", role="guard")
+               "oversized updates", role="guard",
+               label_zh="最初几步的更新比",
+               why_zh="最初几步让权重移动不到其范数的 30%（每种优化器的健康运行都低于 14%）：后面发生的事不是"
+                      "过大的更新造成的")

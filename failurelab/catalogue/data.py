@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..fault import Fault
+from ..fault import Chinese, Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
@@ -27,7 +27,9 @@ _LEARNING_WORKS = (CALM, FINITE, MOVING, GRADIENTS_FLOW, INPUTS_SCALED, WEIGHTS_
                    ALL_OPTIMIZED, ALL_CONNECTED,
                    C("pad_attention_median", False, 0.5, "attention on pads",
                      "the model reads its real tokens (checked for sequences)",
-                     log=False, unit=0.05, required=False, role="guard"))
+                     log=False, unit=0.05, required=False, role="guard",
+                     label_zh="落在填充位上的注意力",
+                     why_zh="模型读到了真实的 token（对序列检查）"))
 
 SHUFFLED_LABELS = Fault(
     name="shuffled_labels",
@@ -44,33 +46,55 @@ SHUFFLED_LABELS = Fault(
                "chance: model and code can learn, the labels cannot be learned.",
     fix="Restore the sample-label pairing (join on a key, never on row order) and "
         "spot-check a few samples against their labels.",
+    zh=Chinese(
+        title="标签被打乱：不再属于各自的样本",
+        symptom="损失一直停在随机猜测的水平（3 类时约为 ln 3），尽管梯度在流动、权重以健康的速率变化、输"
+                "入看起来也正常；验证准确率 (validation accuracy) 一直接近随机水平。",
+        cause="某次 join 或排序破坏了样本与标签的对应关系，标签不再携带关于输入的任何信息。优化器本身在工"
+              "作，但它最多只能学会预测各类别的频率。",
+        experiment="小批量过拟合测试 (small-batch overfit test)：只用 64 个样本训练。模型能把它们记住（训"
+                   "练损失接近 0），验证却仍停在随机水平：模型和代码都能学习，是标签没法学。",
+        fix="恢复样本与标签的对应（按键 join，绝不按行序），并抽查几个样本与其标签是否相符。"),
     edit=(Set("labels", "shuffled"),),
     repair=(Set("labels", "aligned"),),
     probe=(Set("n_train", 64),),
     signature=Signature((replace(STUCK, role="mechanism"), *_LEARNING_WORKS),
                         "the optimizer moves and gradients flow, yet nothing is "
-                        "learned: check that labels belong to their samples"),
+                        "learned: check that labels belong to their samples",
+                        verdict_zh="优化器在动、梯度在流，却什么也学不到：检查标签是否属于各自的样本"),
     # Where a validation loss is recorded, part of the labels shuffled shows even when
     # the rest is learned: the training loss stays above the clean validation loss.
     also=(Signature((
         C("train_eval_loss_gap", True, 0.1, "train minus validation loss",
           "the training batches are harder to fit than validation data the model never "
           "trained on: their labels are noisier (healthy runs stay within 0.08)",
-          log=False, unit=0.05),
+          log=False, unit=0.05,
+          label_zh="训练损失减验证损失",
+          why_zh="训练批次比模型从未训练过的验证数据更难拟合：它们的标签噪声更大（健康运行保持在 0.08 以内）"),
         C("dropout_rate", False, 0.3, "dropout rate in training",
           "no strong dropout, whose training-mode loss is higher for its own reason "
-          "(checked when recorded)", log=False, unit=0.1, required=False, role="guard"),
+          "(checked when recorded)", log=False, unit=0.1, required=False, role="guard",
+          label_zh="训练时的 dropout 比率",
+          why_zh="没有很强的 dropout（它的训练模式损失会因为自身的原因更高；记录时检查）"),
         C("output_scale_start", False, 3, "logit std at step 0",
           "a well-scaled start: a loss still falling from an oversized initialisation "
-          "also trains above its evaluation loss", role="guard", required=False),
+          "also trains above its evaluation loss", role="guard", required=False,
+          label_zh="第 0 步的 logit 标准差",
+          why_zh="尺度合适的起点：从过大初始化开始仍在下降的损失，训练时也会高于评估损失"),
         *_LEARNING_WORKS), "training loss above the clean validation loss while the "
-                           "optimizer works: are some training labels misaligned?"),),
+                           "optimizer works: are some training labels misaligned?",
+                           verdict_zh="优化器在工作，训练损失却高于干净的验证损失：是不是有些训练标签错位了？"),),
     outcome=Signature((
         C("loss_end", False, 0.1, "final training loss",
-          "64 samples are memorised: the loss falls far below chance (1.1)"),
+          "64 samples are memorised: the loss falls far below chance (1.1)",
+          label_zh="最终训练损失",
+          why_zh="64 个样本被记住：损失远低于随机水平（1.1）"),
         C("val_acc_best", False, 0.5, "best validation accuracy",
-          "what was memorised does not generalise", log=False, unit=0.05),
-    ), "the model memorises a small batch, so the labels are the problem"),
+          "what was memorised does not generalise", log=False, unit=0.05,
+          label_zh="最好的验证准确率",
+          why_zh="记住的东西无法泛化"),
+    ), "the model memorises a small batch, so the labels are the problem",
+       verdict_zh="模型能记住一个小批次，所以问题在标签"),
 )
 
 NO_INPUT_NORM = Fault(
@@ -89,24 +113,42 @@ NO_INPUT_NORM = Fault(
                "baseline's.",
     fix="Standardise every feature with statistics computed on the training split "
         "only, and apply the same transform to validation data.",
+    zh=Chinese(
+        title="输入未标准化",
+        symptom="同一批输入里既有上千的数值，也有 1e-3 左右的数值；sigmoid 层完全饱和，损失始终没有离开随"
+                "机水平。",
+        cause="金额特征以分为单位（上千），另一个特征是 1e-3 量级的比率。不做标准化时，金额主导了每个预激"
+              "活值，把 sigmoid 推入饱和，而那些在小尺度上起作用的特征完全看不见。",
+        experiment="只用训练集的均值和标准差把特征标准化，其余不变：饱和消失，损失像基线一样下降。",
+        fix="用只在训练集上计算的统计量标准化每个特征，并对验证数据施加同样的变换。"),
     edit=(Set("normalize_inputs", False),),
     repair=(Set("normalize_inputs", True),),
     probe=(Set("normalize_inputs", True),),
     signature=Signature((
         C("input_scale_spread", True, 100, "input std spread",
           "per-feature spreads 100x apart leave the small-scale features invisible "
-          "next to the large one; standardised inputs are within a few times"),
+          "next to the large one; standardised inputs are within a few times",
+          label_zh="输入标准差之比",
+          why_zh="各特征离散程度相差 100 倍时，小尺度的特征在大尺度特征旁边完全看不见；标准化后的输入相差不过"
+                 "几倍"),
         C("input_nonfinite_total", False, 0.5, "non-finite input values",
           "the inputs are finite: large, not broken (a loss that overflows from them "
-          "still counts; NaN in the data is nan_in_data)", log=False, role="guard"),
-    ), "features on wildly different scales - standardise the inputs"),
+          "still counts; NaN in the data is nan_in_data)", log=False, role="guard",
+          label_zh="输入中的非有限值",
+          why_zh="输入是有限的：只是很大，并没有坏掉（由它们引起的损失溢出仍然算数；数据里的 NaN 属于 "
+                 "nan_in_data）"),
+    ), "features on wildly different scales - standardise the inputs",
+       verdict_zh="特征的尺度相差悬殊：把输入标准化"),
     # inputs in the thousands make gradients and steps in the thousands
     explains=("huge_lr", "exploding_gradients"),
     outcome=Signature((LEARNS, C("saturation_median", False, 0.05,
                                  "median saturated share",
                                  "standardised inputs keep sigmoids unsaturated",
-                                 log=False, unit=0.05)),
-                      "standardising the inputs alone restores learning"),
+                                 log=False, unit=0.05,
+                                 label_zh="饱和比例的中位数",
+                                 why_zh="标准化的输入让 sigmoid 保持不饱和")),
+                      "standardising the inputs alone restores learning",
+                      verdict_zh="只把输入标准化就恢复了学习"),
 )
 
 NAN_IN_DATA = Fault(
@@ -125,20 +167,37 @@ NAN_IN_DATA = Fault(
                "not care about imputation.",
     fix="Validate inputs at load time: count NaN/Inf per column, then drop or impute "
         "(with training statistics) before training.",
+    zh=Chinese(
+        title="原始数据中有缺失值",
+        symptom="训练起初正常，随后在早期某个无法预测的步骤，损失变成 NaN；正是那一步的输入批次里含有 NaN"
+                "。",
+        cause="有五行的金额字段为空，被解析为 NaN。用跳过 NaN 的统计量做标准化会让它们原样通过；任何包含"
+              "其中一行的批次都会产生 NaN 的输出、损失和梯度，而一次带 NaN 梯度的更新就会污染所有权重。",
+        experiment="标准化之前先用训练集的中位数填补缺失的金额，其余不变：运行结束时损失仍是有限值。由学"
+                   "习率过大或 fp16 溢出导致的 NaN 不会因为填补而改变。",
+        fix="在加载时校验输入：按列统计 NaN/Inf 的个数，然后在训练前删除或（用训练集统计量）填补。"),
     edit=(Set("nan_rows", 5),),
     repair=(Set("impute_missing", True),),
     probe=(Set("impute_missing", True),),
     signature=Signature((
         C("input_nonfinite_total", True, 0.5, "non-finite input values",
           "one NaN input is enough to make its batch's loss NaN; clean data have 0",
-          log=False),
+          log=False,
+          label_zh="非有限输入值",
+          why_zh="一个 NaN 输入就足以让它所在批次的损失变成 NaN；干净的数据为 0"),
         C("nonfinite_losses", True, 0.5, "non-finite losses",
-          "and the loss did become NaN", log=False, role="effect"),
-    ), "NaN arrived with the input batch - check the data for missing values"),
+          "and the loss did become NaN", log=False, role="effect",
+          label_zh="非有限损失",
+          why_zh="而且损失确实变成了 NaN"),
+    ), "NaN arrived with the input batch - check the data for missing values",
+       verdict_zh="NaN 是随输入批次进来的：检查数据中的缺失值"),
     outcome=Signature((
         C("nonfinite_losses", False, 0.5, "non-finite losses",
-          "after imputation the loss stays finite to the end", log=False),
-    ), "with the missing values imputed the loss stays finite"),
+          "after imputation the loss stays finite to the end", log=False,
+          label_zh="非有限损失",
+          why_zh="填补之后，损失直到结束都保持有限"),
+    ), "with the missing values imputed the loss stays finite",
+       verdict_zh="填补缺失值后，损失保持有限"),
 )
 
 NO_SHUFFLE = Fault(
@@ -157,22 +216,42 @@ NO_SHUFFLE = Fault(
                "rate problem would be cured.",
     fix="Shuffle every epoch (DataLoader(shuffle=True) or a RandomSampler), and "
         "check the label mix of a few batches.",
+    zh=Chinese(
+        title="数据没有打乱（按类别排序存储）",
+        symptom="每个批次只含一个类别；数据流每进入下一个类别，损失就跳到初始值的好几倍，然后在该段内又降"
+                "下来，最终结果比开始时还差。",
+        cause="记录按类别依次存储，加载器又按顺序读取。每一段批次都在教模型“永远预测这个类”，下一段又惩罚"
+              "它：模型一直在追赶当前的类别，而没有学会区分它们。",
+        experiment="把学习率除以 10：波动变小了，但运行仍然学不到有用的东西，因为每个批次仍只有一个类别。"
+                   "如果是学习率问题，这样就治好了。",
+        fix="每个 epoch 都打乱数据（DataLoader(shuffle=True) 或 RandomSampler），并检查几个批次的标签构成"
+            "。"),
     edit=(Set("shuffle", False),),
     repair=(Set("shuffle", True),),
     probe=(Scale("lr", 0.1),),
     signature=Signature((
         C("label_purity_median", True, 0.99, "median share of the batch's main class",
           "a shuffled batch of 64 from 3 balanced classes is ~40% one class; 99% "
-          "means batches hold one class", log=False, unit=0.05),
+          "means batches hold one class", log=False, unit=0.05,
+          label_zh="批次中主类别比例的中位数",
+          why_zh="从 3 个平衡类别中打乱抽出的 64 个样本，约有 40% 属于同一类；99% 意味着每个批次只有一个类别"),
         C("loss_peak_ratio", True, 1.5, "loss peak over start",
-          "and the loss swings well above where it started", role="effect"),
-    ), "each batch holds one class - is the data shuffled?"),
+          "and the loss swings well above where it started", role="effect",
+          label_zh="损失峰值与初始值之比",
+          why_zh="而且损失的摆动远高于它的起点"),
+    ), "each batch holds one class - is the data shuffled?",
+       verdict_zh="每个批次只有一个类别：数据打乱了吗？"),
     outcome=Signature((
         C("label_purity_median", True, 0.99, "median share of the batch's main class",
-          "still one class per batch", log=False, unit=0.05),
+          "still one class per batch", log=False, unit=0.05,
+          label_zh="批次中主类别比例的中位数",
+          why_zh="每个批次仍只有一个类别"),
         C("val_acc_best", False, 0.6, "best validation accuracy",
-          "and still nothing useful learned", log=False, unit=0.05),
-    ), "a smaller rate does not help: the batches are the problem"),
+          "and still nothing useful learned", log=False, unit=0.05,
+          label_zh="最好的验证准确率",
+          why_zh="而且仍没有学到任何有用的东西"),
+    ), "a smaller rate does not help: the batches are the problem",
+       verdict_zh="更小的学习率没有帮助：问题在批次"),
 )
 
 LABEL_OFFSET = Fault(
@@ -191,6 +270,16 @@ LABEL_OFFSET = Fault(
                "permutation, not noise; random labels would sit at chance.",
     fix="Build the label encoding once and use the same mapping for training, "
         "validation and serving; assert it on a few known samples.",
+    zh=Chinese(
+        title="训练与验证之间类别标签错开了一位",
+        symptom="训练损失和批次准确率看起来完美，而验证准确率远低于随机水平，验证损失在整个运行中不断上升"
+                "。",
+        cause="训练流水线对类别的编码比评估流水线多移了一位（从 1 开始与从 0 开始的映射），所以模型学到的"
+              "是一个一致但被置换了的映射。如果只是把独立同分布 (i.i.d.) 样本的行错开，看起来会和打乱的标"
+              "签一模一样；编码错位则是另一种可以辨认的失败。",
+        experiment="把训练标签往回映射一个类别：验证准确率跃升到 90% 以上。远低于随机的准确率意味着系统性"
+                   "的置换而不是噪声；随机标签会停在随机水平。",
+        fix="只构建一次标签编码，训练、验证和线上服务都用同一个映射；并在几个已知样本上断言它。"),
     edit=(Set("train_label_shift", 1),),
     repair=(Set("train_label_shift", 0),),
     probe=(Set("train_label_shift", 0),),
@@ -198,16 +287,25 @@ LABEL_OFFSET = Fault(
         C("val_acc_end", False, 0.2, "final validation accuracy",
           "below chance for up to 5 classes: a model that learned nothing sits at "
           "chance, one that learned a permutation sits below it", log=False,
-          unit=0.05),
+          unit=0.05,
+          label_zh="最终验证准确率",
+          why_zh="对至多 5 个类别而言低于随机水平：什么也没学到的模型停在随机水平，学到了一个置换的模型则低于"
+                 "它"),
         C("train_val_acc_gap", True, 0.5, "training minus validation accuracy",
           "while training batches are fitted; healthy runs differ by < 0.03",
-          log=False, unit=0.1),
+          log=False, unit=0.1,
+          label_zh="训练准确率减验证准确率",
+          why_zh="而训练批次被拟合得很好；健康运行相差 < 0.03"),
     ), "validation is systematically wrong while training is right - do the "
-       "label encodings of training and validation agree?"),
+       "label encodings of training and validation agree?",
+       verdict_zh="训练是对的，验证却系统性地错：训练和验证的标签编码一致吗？"),
     outcome=Signature((
         C("val_acc_end", True, 0.9, "final validation accuracy",
-          "with the encodings aligned the model is accurate", log=False, unit=0.05),
-    ), "remapping the labels restores accuracy: it was a permutation"),
+          "with the encodings aligned the model is accurate", log=False, unit=0.05,
+          label_zh="最终验证准确率",
+          why_zh="编码对齐后，模型是准确的"),
+    ), "remapping the labels restores accuracy: it was a permutation",
+       verdict_zh="重新映射标签恢复了准确率：这是一个置换"),
 )
 
 CLASS_IMBALANCE = Fault(
@@ -227,6 +325,16 @@ CLASS_IMBALANCE = Fault(
     fix="Rebalance batches (or weight the loss), regularise because rare samples now "
         "repeat ~50 times an epoch, report per-class recall, and collect more "
         "rare-class data: 13 examples cap what any fix reaches.",
+    zh=Chinese(
+        title="少数类被削减到原样本的 2%",
+        symptom="训练损失看起来比基线还好，但有一个验证类别大多被漏掉（最差类别的召回率 (recall) 低于 "
+                "0.65），而且每个训练批次约 95% 是同一类。",
+        cause="类别 1 和 2 只保留了 2% 的样本（各约 13 个），平均损失由类别 0 主导：偏向它是拿到低损失的"
+              "捷径，而少数类只能从寥寥几个例子中学习。",
+        experiment="按类别均衡地抽取批次（对少数类过采样）：每个类别各占一个批次的三分之一，最差类别的召"
+                   "回率升到 0.5 以上。平均指标掩盖了一个被模型忽视的类别。",
+        fix="重新平衡批次（或给损失加权）；由于少数类样本现在每个 epoch 要重复约 50 次，还要加正则化；报"
+            "告每个类别的召回率，并收集更多少数类数据：13 个例子限制了任何修复所能达到的上限。"),
     edit=(Set("minority_fraction", 0.02),),
     repair=(Set("balanced_sampling", True), Set("weight_decay", 0.01),),
     probe=(Set("balanced_sampling", True),),
@@ -235,20 +343,30 @@ CLASS_IMBALANCE = Fault(
     signature=Signature((
         C("label_purity_median", True, 0.8, "median share of the batch's main class",
           "one class fills 80% of a batch; shuffled balanced data give ~40%",
-          log=False, unit=0.05),
+          log=False, unit=0.05,
+          label_zh="批次中主类别比例的中位数",
+          why_zh="一个类别占批次的 80%；打乱且平衡的数据约为 40%"),
         C("val_min_recall_end", False, 0.65, "worst-class validation recall",
           "one class is mostly missed; the baseline's worst class is above 0.83",
-          log=False, unit=0.05),
+          log=False, unit=0.05,
+          label_zh="最差类别的验证召回率",
+          why_zh="一个类别大多被漏掉；基线最差类别的召回率高于 0.83"),
         CALM,
     ), "batches are dominated by one class and another class is neglected - "
-       "rebalance and check per-class recall"),
+       "rebalance and check per-class recall",
+       verdict_zh="批次被一个类别主导，另一个类别被忽视：重新平衡，并检查每个类别的召回率"),
     outcome=Signature((
         C("label_purity_median", False, 0.5, "median share of the batch's main class",
-          "balanced batches", log=False, unit=0.05),
+          "balanced batches", log=False, unit=0.05,
+          label_zh="批次中主类别比例的中位数",
+          why_zh="均衡的批次"),
         C("val_min_recall_end", True, 0.5, "worst-class validation recall",
           "the neglected class is now found half the time or more", log=False,
-          unit=0.05),
-    ), "balanced batches bring the neglected class back"),
+          unit=0.05,
+          label_zh="最差类别的验证召回率",
+          why_zh="被忽视的类别现在有一半或更多的时候能被找到"),
+    ), "balanced batches bring the neglected class back",
+       verdict_zh="均衡的批次让被忽视的类别回来了"),
 )
 
 OVERFITTING = Fault(
@@ -266,23 +384,42 @@ OVERFITTING = Fault(
                "tightly, not from broken labels or a broken model.",
     fix="Get more data (here: all 2000 samples); failing that, regularise (weight "
         "decay) and stop at the validation-loss minimum.",
+    zh=Chinese(
+        title="训练数据太少：64 个样本",
+        symptom="训练损失几乎降到零，而验证损失很早就见底，之后在剩下的运行中一路上升。",
+        cause="只有 64 个样本却有约 5,400 个权重，网络能把训练集背下来。学完能泛化的东西之后，它继续在这 "
+              "64 个点上磨尖自己的置信度，它在新数据上那些自信的错误让验证损失越来越高。",
+        experiment="加上 0.03 的权重衰减 (weight decay)，其余不变：验证损失不再上升。上升来自把 64 个点拟"
+                   "合得越来越紧，而不是标签或模型坏了。",
+        fix="获取更多数据（这里：全部 2000 个样本）；做不到的话就正则化（权重衰减），并在验证损失最低点停"
+            "止训练。"),
     edit=(Set("n_train", 64),),
     repair=(Set("n_train", 2000),),
     probe=(Set("weight_decay", 0.03),),
     signature=Signature((
         C("val_loss_rise", True, 0.15, "validation loss rise from its minimum",
           "smoothed over 3 evaluations a healthy run's validation loss ends within "
-          "0.07 of its minimum", log=False, unit=0.05),
+          "0.07 of its minimum", log=False, unit=0.05,
+          label_zh="验证损失比其最低点的升幅",
+          why_zh="在 3 次评估上平滑后，健康运行的验证损失最终与其最低点相差不超过 0.07"),
         C("loss_end", False, 0.03, "final training loss",
-          "while the training set is memorised (baseline ends near 0.1)"),
+          "while the training set is memorised (baseline ends near 0.1)",
+          label_zh="最终训练损失",
+          why_zh="而训练集被记住了（基线最终在 0.1 附近）"),
         C("loss_start", True, 0.0, "loss at step 0",
           "a loss that memorises is a non-negative error; a negative one has the wrong "
-          "sign, and an ever lower value then means nothing", log=False, role="guard"),
-    ), "validation gets worse while the training set is memorised - overfitting"),
+          "sign, and an ever lower value then means nothing", log=False, role="guard",
+          label_zh="第 0 步的损失",
+          why_zh="一个能把数据记住的损失是非负的误差；负的损失符号错了，越来越低的值也就毫无意义"),
+    ), "validation gets worse while the training set is memorised - overfitting",
+       verdict_zh="训练集被记住的同时验证越来越差：过拟合"),
     outcome=Signature((
         C("val_loss_rise", False, 0.05, "validation loss rise from its minimum",
-          "regularised, the validation loss no longer climbs", log=False, unit=0.05),
-    ), "regularisation stops the climb: it was overfitting"),
+          "regularised, the validation loss no longer climbs", log=False, unit=0.05,
+          label_zh="验证损失比其最低点的升幅",
+          why_zh="加上正则化后，验证损失不再上升"),
+    ), "regularisation stops the climb: it was overfitting",
+       verdict_zh="正则化阻止了上升：这是过拟合"),
 )
 
 LABEL_LEAKAGE = Fault(
@@ -302,6 +439,17 @@ LABEL_LEAKAGE = Fault(
                "below 0.98. The perfect score came from that one feature.",
     fix="For every feature ask 'is it known at decision time?'; drop those filled in "
         "after the outcome, and split validation by time so leaks cannot hide.",
+    zh=Chinese(
+        title="一个在结果出来之后才记录的特征（标签泄漏 (label leakage)）",
+        symptom="曲线好得令人难以置信：几十步之后验证准确率就接近完美，而在这个任务上基线要爬升几百步，且"
+                "从不超过 0.98；训练损失几乎降到零。",
+        cause="有一列只在结果已知之后才会填写（案件状态、拒付标记），所以它编码了标签。验证集来自同一张表"
+              "，也带着这一列，因此验证看不出问题：模型是在读答案而不是在学习任务，上线后会失败，因为在决"
+              "策时刻这一列还不存在。",
+        experiment="去掉可疑的那一列重新训练，其余不变：验证准确率回到基线那种缓慢的爬升，并保持在 0.98 "
+                   "以下。完美的分数来自这一个特征。",
+        fix="对每个特征都问一句“决策时刻它已知吗？”；去掉那些在结果之后才填写的特征，并按时间切分验证集，"
+            "让泄漏无处藏身。"),
     edit=(Set("leak_label", True),),
     repair=(Set("leak_label", False),),
     probe=(Set("leak_label", False),),
@@ -310,18 +458,28 @@ LABEL_LEAKAGE = Fault(
         C("val_acc_early", True, 0.99, "best validation accuracy in the first 20% of steps",
           "near perfect within 60 steps: the baseline needs all 300 steps to reach "
           "0.96-0.97 and never passes 0.98; a shortcut, not learning", log=False,
-          unit=0.005),
+          unit=0.005,
+          label_zh="前 20% 步数内最好的验证准确率",
+          why_zh="60 步之内接近完美：基线需要全部 300 步才达到 0.96-0.97，而且从不超过 0.98；这是捷径，而不是"
+                 "学习"),
         C("loss_end", False, 0.03, "final training loss",
           "and the training set is fitted almost exactly (baseline ends near 0.1)",
-          role="effect"),
+          role="effect",
+          label_zh="最终训练损失",
+          why_zh="而且训练集几乎被完全拟合（基线最终在 0.1 附近）"),
         FINITE,
     ), "too good to be true: near-perfect validation within a few steps - is a "
-       "feature known only after the outcome (label leakage)?"),
+       "feature known only after the outcome (label leakage)?",
+       verdict_zh="好得令人难以置信：几步之内验证就接近完美：是不是有一个特征只在结果出来之后才知道（标签泄漏"
+                  "）？"),
     outcome=Signature((
         C("val_acc_early", False, 0.98, "best validation accuracy in the first 20% of "
           "steps", "without the column the model must learn the task, slowly",
-          log=False, unit=0.005),
-    ), "without the suspect column the shortcut is gone"),
+          log=False, unit=0.005,
+          label_zh="前 20% 步数内最好的验证准确率",
+          why_zh="没有这一列，模型就必须慢慢学习这个任务"),
+    ), "without the suspect column the shortcut is gone",
+       verdict_zh="去掉可疑的那一列，捷径就消失了"),
 )
 
 FAULTS = (SHUFFLED_LABELS, NO_INPUT_NORM, NAN_IN_DATA, NO_SHUFFLE, LABEL_OFFSET,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..fault import Fault
+from ..fault import Chinese, Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
@@ -24,6 +24,16 @@ NO_ZERO_GRAD = Fault(
                "gradients still parallel) and the run still blows up, only later. A "
                "rate problem would have calmed down.",
     fix="Call optimizer.zero_grad() once per step, before loss.backward().",
+    zh=Chinese(
+        title="梯度从不清零",
+        symptom="梯度范数 (gradient norm) 稳步上升，相邻两步的梯度方向几乎一致（余弦接近 1）；随后权重和"
+                "损失相继爆炸，而且往往要过几十步才出现，并不在第 1 步。",
+        cause="PyTorch 会把每次反向传播的结果累加进 .grad；不调用 zero_grad() 时，第 t 步用的是前 t 个梯"
+              "度之和，等效步长随 t 增大，直到越过最优点。起初这个和还很小，所以不会立刻爆炸。",
+        experiment="把学习率 (learning rate) 除以 10，这是检验学习率过大最便宜的办法：梯度照样越积越大（"
+                   "范数上升 10 倍以上，相邻梯度仍然平行），运行照样爆炸，只是晚一些。如果是学习率的问题"
+                   "，曲线本该平稳下来。",
+        fix="每一步调用一次 optimizer.zero_grad()，放在 loss.backward() 之前。"),
     edit=(Set("zero_grad", False),),
     repair=(Set("zero_grad", True),),
     probe=(Scale("lr", 0.1),),
@@ -31,27 +41,44 @@ NO_ZERO_GRAD = Fault(
         C("grad_turn_end", False, 0.05, "gradient turn (1 - cosine)",
           "a running sum of t gradients changes by one term in t, so consecutive "
           "sums are nearly parallel (turn ~1/t^2); fresh minibatch gradients turn by "
-          "0.35 or more in every healthy run"),
+          "0.35 or more in every healthy run",
+          label_zh="梯度转角（1 - 余弦）",
+          why_zh="t 个梯度的滑动和每步只变化 t 项中的一项，所以相邻两个和几乎平行（转角 ~1/t^2）；在每个健康"
+                 "的运行中，新鲜小批次的梯度转角都在 0.35 或以上"),
         C("grad_growth", True, 1.5, "gradient norm",
           "parallel terms add up: a sum of a hundred gradients that agree in direction "
           "ends well above its first term. Gradients that stay parallel and do not "
           "grow are a different failure (the same gradient every step from a model "
           "that ignores its input; decay pulling every weight to 0; a dead layer). "
           "Healthy gradients grow too, so this is a precondition, not evidence",
-          suffix="x its step-0 value", role="guard"),
+          suffix="x its step-0 value", role="guard",
+          label_zh="梯度范数",
+          why_zh="平行的项会累加：一百个方向一致的梯度之和，最终远大于第一项。保持平行却不增长的梯度是另一种"
+                 "失败（一个忽略输入的模型每一步都给出同样的梯度；衰减把每个权重拉向 0；一个死掉的层）。健康"
+                 "的梯度也会增长，所以这是前提条件，而不是证据",
+          suffix_zh="x（相对第 0 步的值）"),
         GRADIENTS_FLOW,  # a dead layer leaves one bias's gradient: parallel, not summed
         ALL_OPTIMIZED,
         C("label_purity_median", False, 0.99, "median share of the batch's main class",
           "unless every batch holds one class: unshuffled data also make consecutive "
           "gradients parallel (checked only when label columns exist)",
-          log=False, unit=0.05, required=False, role="guard"),
-    ), "the gradients are accumulating - is zero_grad() called every step?"),
+          log=False, unit=0.05, required=False, role="guard",
+          label_zh="批次中主类别比例的中位数",
+          why_zh="除非每个批次只有一个类别：未打乱的数据也会让相邻梯度平行（只在有标签列时检查）"),
+    ), "the gradients are accumulating - is zero_grad() called every step?",
+       verdict_zh="梯度在不断累加：每一步都调用了 zero_grad() 吗？"),
     outcome=Signature((
         C("grad_cosine_end", True, 0.95, "gradient cosine",
-          "still a running sum at a tenth of the rate", log=False, unit=0.01),
+          "still a running sum at a tenth of the rate", log=False, unit=0.01,
+          label_zh="相邻梯度余弦",
+          why_zh="学习率降到十分之一时仍是一个滑动和"),
         C("grad_growth", True, 10, "gradient norm",
-          "the sum still grows with the number of steps", suffix="x its step-0 value"),
-    ), "the gradient still piles up at a tenth of the rate: not a rate problem"),
+          "the sum still grows with the number of steps", suffix="x its step-0 value",
+          label_zh="梯度范数",
+          why_zh="这个和仍随步数增长",
+          suffix_zh="x（相对第 0 步的值）"),
+    ), "the gradient still piles up at a tenth of the rate: not a rate problem",
+       verdict_zh="学习率降到十分之一，梯度照样堆积：不是学习率的问题"),
 )
 
 ZERO_GRAD_MISPLACED = Fault(
@@ -70,6 +97,17 @@ ZERO_GRAD_MISPLACED = Fault(
                "and the loss falls like the baseline's.",
     fix="Call optimizer.zero_grad() at the start of each step, before "
         "loss.backward(), never between backward() and step().",
+    zh=Chinese(
+        title="在 backward() 和 step() 之间清零了梯度",
+        symptom="损失完全不动：优化器每一步看到的梯度都恰好为 0，权重从未改变，尽管前向传播和损失都完全正"
+                "常。",
+        cause="zero_grad() 应该放在 backward() 之前。放在它之后，就会抹掉 backward 刚算出的梯度，于是 "
+              "step() 永远什么也不做：模型停在初始状态。死单元或冻结的层仍会给某个参数（输出偏置）留下梯"
+              "度。",
+        experiment="在 optimizer.step() 之前读取梯度范数：它恰好是 0。把 zero_grad() 移到 backward() 之前"
+                   "，它立刻变成非零，损失像基线一样下降。",
+        fix="在每一步开始、loss.backward() 之前调用 optimizer.zero_grad()，绝不要放在 backward() 和 "
+            "step() 之间。"),
     edit=(Set("zero_grad_at", "before_step"),),
     repair=(Set("zero_grad_at", "before_backward"),),
     probe=(Set("zero_grad_at", "before_backward"),),
@@ -78,11 +116,16 @@ ZERO_GRAD_MISPLACED = Fault(
           "backward always leaves some parameter a non-zero gradient (the output "
           "bias gets (p - y) summed over the batch), so a gradient that is 0 "
           "everywhere at the step was erased; healthy runs have none", log=False,
-          unit=0.05),
+          unit=0.05,
+          label_zh="梯度恰好为 0 的步数比例",
+          why_zh="反向传播总会给某个参数留下非零梯度（输出偏置得到在批次上求和的 (p - y)），所以在迈步时处处"
+                 "为 0 的梯度是被抹掉了；健康运行一次也没有"),
         UNHEALTHY,
     ), "every gradient is exactly 0 when the optimizer steps - is zero_grad() called "
-       "between backward() and step()?"),
-    outcome=Signature((LEARNS,), "with zero_grad() before backward() the model learns"),
+       "between backward() and step()?",
+       verdict_zh="优化器迈步时每个梯度都恰好为 0：是不是在 backward() 和 step() 之间调用了 zero_grad()？"),
+    outcome=Signature((LEARNS,), "with zero_grad() before backward() the model learns",
+                                 verdict_zh="把 zero_grad() 放在 backward() 之前，模型就能学习"),
 )
 
 WRONG_LOSS = Fault(
@@ -103,6 +146,16 @@ WRONG_LOSS = Fault(
     experiment="Train three times as long: a slow model would keep improving, but "
                "the loss stays on the same floor. The floor itself is the clue.",
     fix="Return raw logits from the model; let the loss apply (log-)softmax.",
+    zh=Chinese(
+        title="softmax 用了两次（softmax 输出再送入交叉熵）",
+        symptom="每一行输出都是一个概率分布（模型以 softmax 结尾）；准确率没问题，但训练损失和验证损失都"
+                "停在 0.55 附近的下限，几乎没有噪声。",
+        cause="模型以 softmax 结尾，而 CrossEntropyLoss 又做了一次 log-softmax。把 [0, 1] 内的概率当作 "
+              "logits，永远做不出自信的预测：K = 3 时损失不可能低于 log(1 + (K-1)/e) = 0.55，而且随着输出"
+              "饱和，梯度越来越小。",
+        experiment="训练时间延长到三倍：如果只是模型学得慢，它会继续变好，但损失仍停在同一个下限。这个下"
+                   "限本身就是线索。",
+        fix="让模型返回原始 logits，由损失函数去做 (log-)softmax。"),
     edit=(Set("output", "softmax"),),
     repair=(Set("output", "logits"),),
     probe=(Scale("steps", 3),),
@@ -112,13 +165,21 @@ WRONG_LOSS = Fault(
           "that sum to 1 within 1e-3 do not happen by chance; a softmax layer makes "
           "every row one (a model that returns probabilities and takes their log "
           "itself would be named too: its outputs alone cannot tell)", log=False,
-          unit=0.05),
+          unit=0.05,
+          label_zh="输出行为概率分布的比例的中位数",
+          why_zh="logits 不受约束：取值在 [0, 1] 内、各行之和在 1e-3 以内等于 1 的原始分数不会偶然出现；softm"
+                 "ax 层会让每一行都这样（一个返回概率、再自己取对数的模型也会被判为此故障：单看输出无法区分）"),
     ), "the outputs are probabilities and the loss sits on a floor the predictions cannot explain - is softmax "
-       "applied before a loss that applies it again?"),
+       "applied before a loss that applies it again?",
+       verdict_zh="输出是概率，而损失停在一个预测解释不了的下限上：是不是在一个自己也会做 softmax 的损失之前"
+                  "又做了一次 softmax？"),
     outcome=Signature((
         C("loss_end", True, 0.5, "final training loss",
-          "three times the steps, the same floor above log(1 + 2/e) = 0.55"),
-    ), "more training does not lower the floor"),
+          "three times the steps, the same floor above log(1 + 2/e) = 0.55",
+          label_zh="最终训练损失",
+          why_zh="步数增加到三倍，下限仍在 log(1 + 2/e) = 0.55 之上"),
+    ), "more training does not lower the floor",
+       verdict_zh="更多的训练也降不低这个下限"),
 )
 
 BAD_PADDING_MASK = Fault(
@@ -137,21 +198,39 @@ BAD_PADDING_MASK = Fault(
                "and no attention reaches the pads.",
     fix="Pass key_padding_mask (True = ignore) built from the pad token to every "
         "attention, and test that extra padding leaves outputs unchanged.",
+    zh=Chinese(
+        title="注意力没有屏蔽填充位 (padding)",
+        symptom="损失和准确率看起来都健康，但有十分之一或更多的注意力落在填充位上，给同样的序列多追加一些"
+                "填充，预测就会改变。",
+        cause="没有 key padding mask 时，填充位像真实 token 一样被关注，于是池化后的表示取决于一个序列碰"
+              "巧有多少填充。模型在训练长度上学会了与之共存，填充一变就失效。",
+        experiment="给验证序列追加 10 个填充位再比较预测：打开掩码时预测不变（只差浮点舍入），也没有注意"
+                   "力落到填充位上。",
+        fix="给每个注意力层传入由填充 token 构造的 key_padding_mask（True = 忽略），并测试额外的填充不改"
+            "变输出。"),
     edit=(Set("mask_padding", False),),
     repair=(Set("mask_padding", True),),
     probe=(Set("mask_padding", True),),
     signature=Signature((
         C("pad_attention_median", True, 0.01, "median attention on pads",
-          "a masked pad gets exactly 0 attention"),
+          "a masked pad gets exactly 0 attention",
+          label_zh="落在填充位上的注意力的中位数",
+          why_zh="被屏蔽的填充位得到的注意力恰好为 0"),
         C("pad_sensitivity_max", True, 1e-3, "prediction change from extra pads",
-          "masked padding changes predictions only by float rounding (~1e-7)"),
+          "masked padding changes predictions only by float rounding (~1e-7)",
+          label_zh="额外填充引起的预测变化",
+          why_zh="屏蔽了的填充只会因浮点舍入（~1e-7）改变预测"),
         TOKENS,
-    ), "attention reaches the padding - is the key padding mask applied?"),
+    ), "attention reaches the padding - is the key padding mask applied?",
+       verdict_zh="注意力落到了填充位上：用上 key padding mask 了吗？"),
     outcome=Signature((
         C("pad_sensitivity_max", False, 1e-5, "prediction change from extra pads",
           "with the mask extra padding changes nothing beyond rounding",
-          log=False, unit=1e-5),
-    ), "with the mask extra padding changes nothing"),
+          log=False, unit=1e-5,
+          label_zh="额外填充引起的预测变化",
+          why_zh="有了掩码，额外的填充除了舍入误差外什么也不改变"),
+    ), "with the mask extra padding changes nothing",
+       verdict_zh="有了掩码，额外的填充什么也不改变"),
 )
 
 INVERTED_PADDING_MASK = Fault(
@@ -168,6 +247,14 @@ INVERTED_PADDING_MASK = Fault(
                "wrong positions.",
     fix="Build the mask as tokens == PAD for PyTorch (or invert a keep-mask) and "
         "assert that attention on pads is 0.",
+    zh=Chinese(
+        title="填充掩码取反了（遮住的是真实 token）",
+        symptom="所有注意力都落在填充位上，损失在整个运行中都停在随机水平（ln 2）。",
+        cause="PyTorch 的 key_padding_mask 用 True 标记要忽略的位置；传入一个“保留”掩码（True = 真实 "
+              "token，其他库的约定）会遮住每个真实 token，于是模型只看得到填充。",
+        experiment="干脆去掉掩码：尽管填充会漏进来，模型仍能学习（准确率高于 90%）。模型没问题；是掩码选"
+                   "错了位置。",
+        fix="对 PyTorch 把掩码构造为 tokens == PAD（或把保留掩码取反），并断言落在填充位上的注意力为 0。"),
     edit=(Set("mask_inverted", True),),
     repair=(Set("mask_inverted", False),),
     probe=(Set("mask_padding", False),),
@@ -175,16 +262,24 @@ INVERTED_PADDING_MASK = Fault(
     signature=Signature((
         C("pad_attention_median", True, 0.9, "median attention on pads",
           "nearly all attention on pads: only the real tokens are masked",
-          log=False, unit=0.05),
+          log=False, unit=0.05,
+          label_zh="落在填充位上的注意力的中位数",
+          why_zh="几乎所有注意力都落在填充位上：被屏蔽的只有真实 token"),
         C("val_acc_best", False, 0.7, "best validation accuracy",
           "no better than guessing from the sequence length (the baseline reaches "
-          "0.99)", log=False, unit=0.05),
+          "0.99)", log=False, unit=0.05,
+          label_zh="最好的验证准确率",
+          why_zh="并不比根据序列长度猜测更好（基线达到 0.99）"),
         TOKENS,
-    ), "the model attends only to padding - is the mask inverted?"),
+    ), "the model attends only to padding - is the mask inverted?",
+       verdict_zh="模型只关注填充：掩码是不是反了？"),
     outcome=Signature((
         C("val_acc_best", True, 0.9, "best validation accuracy",
-          "without any mask the model can read the tokens", log=False, unit=0.05),
-    ), "without the mask the model learns: the mask hid the tokens"),
+          "without any mask the model can read the tokens", log=False, unit=0.05,
+          label_zh="最好的验证准确率",
+          why_zh="没有任何掩码时，模型能读到 token"),
+    ), "without the mask the model learns: the mask hid the tokens",
+       verdict_zh="去掉掩码模型就能学习：是掩码遮住了 token"),
 )
 
 SUMMED_LOSS = Fault(
@@ -204,32 +299,60 @@ SUMMED_LOSS = Fault(
                "with it. A too-large rate would leave the first loss at 1.1.",
     fix="Average the loss over the batch (reduction='mean'), or divide the summed "
         "loss by the number of samples (or tokens) it adds up.",
+    zh=Chinese(
+        title="损失在批次上求和而不是求平均",
+        symptom="第一个损失约为 70，而不是 ln 3 = 1.1，尽管刚初始化的模型预测几乎是均匀的；最初几步极大，"
+                "损失上升，ReLU 单元死亡。",
+        cause="CrossEntropyLoss(reduction='sum') 把 64 个样本的损失加在一起，所以损失及其梯度都是平均值的"
+              " 64 倍。对 SGD 来说，这相当于学习率大了 64 倍，而且批大小一变它就跟着变。",
+        experiment="把批大小减半：第一个损失也减半（约 35 = 32 × ln 3）。平均损失不依赖于批大小；求和则随"
+                   "批大小增长。学习率过大的话，第一个损失会停在 1.1。",
+        fix="在批次上对损失求平均（reduction='mean'），或者把求和后的损失除以它所累加的样本（或 token）数"
+            "。"),
     edit=(Set("loss_reduction", "sum"),),
     repair=(Set("loss_reduction", "mean"),),
     probe=(Scale("batch_size", 0.5),),
     signature=Signature((
         C("loss_start", True, 5, "loss at step 0",
           "a mean cross-entropy of near-neutral predictions is about ln K (1.1 here; "
-          "under 5 for up to 20 classes even with logit std 1); 5 or more is a sum"),
+          "under 5 for up to 20 classes even with logit std 1); 5 or more is a sum",
+          label_zh="第 0 步的损失",
+          why_zh="近乎中性的预测，其平均交叉熵约为 ln K（这里是 1.1；即使 logit 标准差为 1，至多 20 个类别时"
+                 "也低于 5）；5 或更大就是求和"),
         C("output_scale_start", False, 3, "logit std at step 0",
           "the predictions are near neutral, so a large first loss is not confident "
           "mistakes (baseline 0.05-0.09; an oversized init starts at 3 or more)",
-          role="guard"),
+          role="guard",
+          label_zh="第 0 步的 logit 标准差",
+          why_zh="预测接近中性，所以很大的第一个损失不是自信的错误造成的（基线 0.05-0.09；过大的初始化从 3 或"
+                 "更大开始）"),
         C("val_acc_best", True, 0.0, "validation accuracy recorded (a classifier)",
           "a first loss far above ln K means a sum only for a classifier's "
           "cross-entropy; a regression's MSE starts wherever its targets' scale puts it",
-          log=False, role="guard"),
+          log=False, role="guard",
+          label_zh="记录了验证准确率（分类器）",
+          why_zh="第一个损失远高于 ln K，只有对分类器的交叉熵才意味着求和；回归的 MSE 从其目标尺度所决定的地"
+                 "方开始"),
         C("first_nonfinite", True, 10, "first non-finite loss at step",
           "a sum of finite per-sample losses is finite: a loss that is NaN or inf within "
           "the first 10 steps was computed unsafely (an exp that overflows), which "
-          "summing does not do", log=False, role="guard"),
+          "summing does not do", log=False, role="guard",
+          label_zh="第一个非有限损失所在的步",
+          why_zh="有限的逐样本损失之和也是有限的：前 10 步内就成为 NaN 或 inf 的损失是用不安全的方式算出来的"
+                 "（exp 溢出），求和不会这样"),
     ), "the first loss is far above ln K for near-neutral predictions - is the loss "
-       "summed over the batch instead of averaged?"),
+       "summed over the batch instead of averaged?",
+       verdict_zh="预测几乎中性，第一个损失却远高于 ln K：损失是不是在批次上求和而不是求平均？"),
     outcome=Signature((
-        C("loss_start", True, 5, "loss at step 0", "still a sum"),
+        C("loss_start", True, 5, "loss at step 0", "still a sum",
+          label_zh="第 0 步的损失",
+          why_zh="仍是一个求和"),
         C("loss_start", False, 50, "loss at step 0",
-          "half the samples, half the loss: 32 x ln 3 = 35"),
-    ), "the first loss halves with the batch: it is a sum over samples"),
+          "half the samples, half the loss: 32 x ln 3 = 35",
+          label_zh="第 0 步的损失",
+          why_zh="样本减半，损失减半：32 x ln 3 = 35"),
+    ), "the first loss halves with the batch: it is a sum over samples",
+       verdict_zh="第一个损失随批大小减半：它是对样本的求和"),
 )
 
 NEGATED_LOSS = Fault(
@@ -248,23 +371,40 @@ NEGATED_LOSS = Fault(
                "its sign is wrong.",
     fix="Minimise the cross-entropy itself (or -log-likelihood), and check that the "
         "first loss is +ln K.",
+    zh=Chinese(
+        title="损失符号反了：优化器在往上爬",
+        symptom="训练损失从 -1.1 开始，一路冲向负无穷直到溢出，同时验证准确率跌到随机水平以下，验证损失爆"
+                "炸。",
+        cause="一个本该最大化的对数似然被交给了最小化器，却没带上负号（或者损失被取了两次负）。最小化 -CE"
+              " 就是最大化交叉熵：模型越来越用力地把 logits 推离正确类别，没有止境。",
+        experiment="把学习率除以 10：损失仍然跌到零以下，朝同一方向走。交叉熵在任何学习率下都不可能为负；"
+                   "是它的符号错了。",
+        fix="最小化交叉熵本身（或 -log-likelihood），并检查第一个损失是否为 +ln K。"),
     edit=(Set("negate_loss", True),),
     repair=(Set("negate_loss", False),),
     probe=(Scale("lr", 0.1),),
     signature=Signature((
         C("loss_start", False, 0.0, "loss at step 0",
           "a cross-entropy is never negative and starts near +ln K (1.1); a negative "
-          "first loss has the wrong sign", log=False, unit=0.1),
+          "first loss has the wrong sign", log=False, unit=0.1,
+          label_zh="第 0 步的损失",
+          why_zh="交叉熵从不为负，并从 +ln K（1.1）附近开始；负的第一个损失符号错了"),
         C("val_loss_rise", True, 1.0, "validation loss rise from its minimum",
           "and the model moves away from the labels (healthy runs end within 0.07 of "
-          "their minimum)", role="effect"),
+          "their minimum)", role="effect",
+          label_zh="验证损失比其最低点的升幅",
+          why_zh="而且模型在远离标签（健康运行最终与其最低点相差不超过 0.07）"),
     ), "the loss is negative and validation gets worse - does the loss have the "
-       "wrong sign?"),
+       "wrong sign?",
+       verdict_zh="损失为负，验证越来越差：损失的符号是不是反了？"),
     outcome=Signature((
         C("loss_end", False, -1.0, "final training loss",
           "at a tenth of the rate the loss still falls below zero", log=False,
-          unit=0.1),
-    ), "a smaller rate does not change the direction: the sign is wrong"),
+          unit=0.1,
+          label_zh="最终训练损失",
+          why_zh="学习率降到十分之一，损失仍跌到零以下"),
+    ), "a smaller rate does not change the direction: the sign is wrong",
+       verdict_zh="更小的学习率改变不了方向：符号错了"),
 )
 
 FAULTS = (NO_ZERO_GRAD, ZERO_GRAD_MISPLACED, WRONG_LOSS, BAD_PADDING_MASK, INVERTED_PADDING_MASK, SUMMED_LOSS,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..fault import Fault
+from ..fault import Chinese, Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
@@ -23,6 +23,15 @@ HUGE_LR = Fault(
                "update ratio falls back toward 1e-2. Labels or data problems would "
                "not respond to the rate.",
     fix="Use a rate about 30x smaller, e.g. the one the LR range test suggests.",
+    zh=Chinese(
+        title="学习率大了 30 倍",
+        symptom="最初几次更新就让权重变化超过自身大小的十分之一；损失跳到远高于初始值的位置，ReLU 单元随"
+                "之死亡，损失卡在高位。",
+        cause="每一步权重移动 lr × 梯度。学习率是调好值的 30 倍时，一步会跨过梯度所指的谷底，落到损失更高"
+              "的地方；大幅跳跃还会把 ReLU 单元推到再也不会激活的区域。",
+        experiment="把学习率除以 10：损失重新下降，更新比 (update ratio) 回落到 1e-2 附近。标签或数据的问"
+                   "题不会对学习率有反应。",
+        fix="把学习率调小约 30 倍，例如用 LR 范围测试 (LR range test) 建议的值。"),
     edit=(Scale("lr", 30),), repair=(Scale("lr", 1 / 30),), probe=(Scale("lr", 0.1),),
     # The loss jumps above its start, then flattens near ln 3 once the ReLUs have died:
     # the shape rules call a curve that peaked >= 1.3x its start and ended above it
@@ -34,12 +43,19 @@ HUGE_LR = Fault(
           "a step that moves the weights by a tenth of their norm overshoots any "
           "curvature the initialised model has; adaptive optimizers take large first "
           "steps too, which is why calibration sets the line past every healthy run "
-          "of every optimizer (up to 0.12, RMSprop's)"),
-    ), "steps are far too large for the loss surface - divide the rate by 10"),
+          "of every optimizer (up to 0.12, RMSprop's)",
+          label_zh="最初几步的更新比",
+          why_zh="让权重移动其范数十分之一的一步，会越过刚初始化的模型所具有的任何曲率；自适应优化器最初的步"
+                 "子也很大，所以校准把这条线放在每种优化器的每个健康运行之外（最高为 RMSprop 的 0.12）"),
+    ), "steps are far too large for the loss surface - divide the rate by 10",
+       verdict_zh="步子相对于损失曲面太大了：把学习率除以 10"),
     outcome=Signature((
         C("loss_progress", True, 0.3, "loss progress",
-          "at a tenth of the rate the loss falls again", log=False, unit=0.1),
-    ), "a smaller rate restores descent"),
+          "at a tenth of the rate the loss falls again", log=False, unit=0.1,
+          label_zh="损失下降幅度",
+          why_zh="学习率降到十分之一时损失又开始下降"),
+    ), "a smaller rate restores descent",
+       verdict_zh="更小的学习率让损失重新下降"),
 )
 
 LR_TOO_SMALL = Fault(
@@ -56,17 +72,30 @@ LR_TOO_SMALL = Fault(
                "rate): the loss now falls by more than half. Stuck causes such as "
                "dead units or random labels would not respond to the rate.",
     fix="Raise the rate, e.g. to the one the LR range test suggests.",
+    zh=Chinese(
+        title="学习率小了 1000 倍",
+        symptom="损失几乎不动，但并没有卡死：梯度正常，并且流到每一层，只是每次更新只让权重变化自身大小的"
+                "约 1e-5。",
+        cause="更新量是 lr × 梯度；学习率为 1e-4 时更新小到权重要走上几万步才能移动与自身相当的距离。模型"
+              "仍在缓慢前进，而不是卡住了。",
+        experiment="把学习率乘以 100（仍比调好的值低 10 倍）：损失现在下降超过一半。死单元或随机标签这类“"
+                   "卡住”的原因不会对学习率有反应。",
+        fix="提高学习率，例如用 LR 范围测试建议的值。"),
     edit=(Scale("lr", 1e-3),), repair=(Scale("lr", 1e3),), probe=(Scale("lr", 100),),
     signature=Signature((
         C("update_ratio_median", False, 1e-4, "median update ratio",
           "steps under 0.01% of the weights need > 10^4 steps to move them by their "
-          "own size"),
+          "own size",
+          label_zh="更新比的中位数",
+          why_zh="步长低于权重的 0.01% 时，要走 > 10^4 步才能让权重移动与自身相当的距离"),
         GRADIENTS_FLOW,
         UNHEALTHY,
         ALL_OPTIMIZED,
         ALL_CONNECTED,
-    ), "gradients are there but the steps are tiny - raise the learning rate"),
-    outcome=Signature((LEARNS,), "a larger rate trains: it was slow, not stuck"),
+    ), "gradients are there but the steps are tiny - raise the learning rate",
+       verdict_zh="梯度都在，但步子极小：提高学习率"),
+    outcome=Signature((LEARNS,), "a larger rate trains: it was slow, not stuck",
+                                 verdict_zh="更大的学习率能训练：它只是慢，而不是卡住了"),
 )
 
 DROPOUT_TOO_STRONG = Fault(
@@ -85,32 +114,53 @@ DROPOUT_TOO_STRONG = Fault(
                "the level of the validation loss.",
     fix="Use a moderate rate (0.1-0.3 for a small MLP), or none when the model "
         "does not overfit.",
+    zh=Chinese(
+        title="64 个单元的层上 dropout p = 0.75",
+        symptom="训练损失（开着 dropout 测得）停在远高于验证损失（关掉 dropout）的位置：模型比它的训练损"
+                "失显示的要好，但学得慢，而且早早停滞。",
+        cause="每四个单元丢掉三个，使每次训练的前向传播都是一个不同的、小得多的网络；梯度来自一个严重受损"
+              "的模型，因此学习缓慢，训练损失也高估了完整模型的误差。",
+        experiment="把 dropout 设为 0，其余不变：训练损失降到验证损失的水平。",
+        fix="使用适中的比率（小型 MLP 用 0.1-0.3），模型不过拟合时干脆不用。"),
     edit=(Set("dropout", 0.75),),
     repair=(Set("dropout", 0.1),),
     probe=(Set("dropout", 0.0),),
     signature=Signature((
         C("train_eval_loss_gap", True, 0.1, "train minus eval loss",
           "the model evaluated without dropout is clearly better than its training "
-          "loss says; healthy runs stay within 0.05", log=False, unit=0.05),
+          "loss says; healthy runs stay within 0.05", log=False, unit=0.05,
+          label_zh="训练损失减评估损失",
+          why_zh="不带 dropout 评估的模型明显好于它的训练损失；健康运行保持在 0.05 以内"),
         C("dropout_rate", True, 0.3, "dropout rate in training",
           "the model drops 30% or more of a layer in training (checked when recorded): "
           "at the 0-0.1 that healthy runs use, training-mode and evaluation losses differ "
           "by under 0.08, so a larger gap has another cause, such as training labels "
           "noisier than the validation labels", log=False, unit=0.1, required=False,
-          role="guard"),
+          role="guard",
+          label_zh="训练时的 dropout 比率",
+          why_zh="模型在训练时丢弃一层中 30% 或更多的单元（记录时检查）：在健康运行所用的 0-0.1 下，训练模式"
+                 "与评估模式的损失相差不到 0.08，所以更大的差距另有原因，例如训练标签比验证标签噪声更大"),
         CALM,
         FINITE,
         C("output_scale_start", False, 3, "logit std at step 0",
           "a well-scaled start: a loss still falling from an oversized initialisation "
-          "also trains above its evaluation loss", role="guard", required=False),
+          "also trains above its evaluation loss", role="guard", required=False,
+          label_zh="第 0 步的 logit 标准差",
+          why_zh="尺度合适的起点：从过大初始化开始仍在下降的损失，训练时也会高于评估损失"),
         C("batch_size_median", True, 16, "samples per batch",
           "a training loss averaged over fewer samples is too noisy to compare",
-          required=False, role="guard"),
-    ), "training-mode loss far above evaluation loss - dropout is too strong"),
+          required=False, role="guard",
+          label_zh="每批样本数",
+          why_zh="在更少样本上平均的训练损失噪声太大，无法比较"),
+    ), "training-mode loss far above evaluation loss - dropout is too strong",
+       verdict_zh="训练模式下的损失远高于评估损失：dropout 太强了"),
     outcome=Signature((
         C("train_eval_loss_gap", False, 0.1, "train minus eval loss",
-          "without dropout the two losses agree", log=False, unit=0.05),
-    ), "without dropout train and eval losses agree"),
+          "without dropout the two losses agree", log=False, unit=0.05,
+          label_zh="训练损失减评估损失",
+          why_zh="没有 dropout 时两个损失一致"),
+    ), "without dropout train and eval losses agree",
+       verdict_zh="没有 dropout 时，训练损失与评估损失一致"),
 )
 
 WEIGHT_DECAY_TOO_LARGE = Fault(
@@ -128,6 +178,15 @@ WEIGHT_DECAY_TOO_LARGE = Fault(
                "stop shrinking and the loss falls like the baseline's.",
     fix="Use a decay around 1e-4 to 1e-3 for SGD's coupled L2 penalty (AdamW's "
         "decoupled decay uses different magnitudes - do not copy values across).",
+    zh=Chinese(
+        title="普通 SGD 配 0.1 的权重衰减（把 AdamW 的取值用错了地方）",
+        symptom="权重范数缩小到初始值的百分之几，而损失停在随机水平；更新比很大只是因为权重几乎消失了。",
+        cause="SGD 的 weight_decay 是耦合的 L2 惩罚：每一步把每个权重缩小 lr × decay = 1%，在 300 步内累"
+              "积成 20 倍的缩小，比数据梯度推回来的速度更快；网络朝全零函数坍缩。0.1 是解耦式 (AdamW) 衰"
+              "减的常见取值。",
+        experiment="把权重衰减除以 100，其余不变：权重不再缩小，损失像基线一样下降。",
+        fix="SGD 的耦合 L2 惩罚使用 1e-4 到 1e-3 左右的衰减（AdamW 的解耦衰减数量级不同，不要互相照搬取值"
+            "）。"),
     edit=(Set("weight_decay", 0.1),),
     repair=(Set("weight_decay", 5e-4),),
     probe=(Scale("weight_decay", 1 / 100),),
@@ -135,12 +194,17 @@ WEIGHT_DECAY_TOO_LARGE = Fault(
         C("weight_norm_change", False, 0.5, "final over initial weight norm",
           "the network lost half of its size or more; healthy training of every "
           "family and optimizer grows the weights (1.0x or more), so this is named "
-          "even while the loss still falls"),
+          "even while the loss still falls",
+          label_zh="最终与初始权重范数之比",
+          why_zh="网络丢掉了一半或更多的大小；每个家族、每种优化器的健康训练都会让权重增长（1.0x 或更多），所"
+                 "以即使损失仍在下降也会给出这个原因"),
         ALL_OPTIMIZED,
-    ), "the weights are decaying away - check the weight decay"),
+    ), "the weights are decaying away - check the weight decay",
+       verdict_zh="权重在不断衰减消失：检查权重衰减"),
     # coupled decay of 10% per step is itself an update of 10% of the weights
     explains=("huge_lr",),
-    outcome=Signature((LEARNS,), "with a hundredth of the decay the model learns"),
+    outcome=Signature((LEARNS,), "with a hundredth of the decay the model learns",
+                                 verdict_zh="衰减降到百分之一，模型就能学习"),
 )
 
 BATCH_TOO_SMALL = Fault(
@@ -157,6 +221,14 @@ BATCH_TOO_SMALL = Fault(
                "would calm down; the noise of two-sample batches does not.",
     fix="Use a larger batch (or accumulate gradients over several small ones) and "
         "scale the learning rate with the batch size.",
+    zh=Chinese(
+        title="批大小为 2，学习率却是按 64 调的",
+        symptom="损失每一步都要摆动自身大小的一半左右，而且一直摆动、不收敛；最终准确率更低，并且随种子 "
+                "(seed) 变化。",
+        cause="每一步的损失和梯度只来自 2 个样本，两者都是噪声很大的估计；Adam 会把步长归一化，所以每个带"
+              "噪的梯度仍让权重走满一整步，方向大半是随机的。",
+        experiment="把学习率除以 10：摆动依旧。学习率过大的话会平静下来；两个样本的批次带来的噪声不会。",
+        fix="使用更大的批次（或在几个小批次上累积梯度），并随批大小缩放学习率。"),
     edit=(Set("batch_size", 2),),
     repair=(Set("batch_size", 64),),
     probe=(Scale("lr", 0.1),),
@@ -164,14 +236,22 @@ BATCH_TOO_SMALL = Fault(
     signature=Signature((
         C("loss_swing", True, 0.25, "swing of the smoothed loss",
           "minibatch noise around a settled loss stays under 0.11 of its scale once "
-          "smoothed over 3 steps", log=False, unit=0.05, role="effect"),
+          "smoothed over 3 steps", log=False, unit=0.05, role="effect",
+          label_zh="平滑损失的摆动幅度",
+          why_zh="在 3 步上平滑后，围绕已稳定损失的小批次噪声保持在其尺度的 0.11 以下"),
         C("batch_size_median", False, 8, "samples per batch",
-          "a handful of samples per step: every estimate is noise-dominated"),
-    ), "tiny batches make every step noisy - use a larger batch or a smaller rate"),
+          "a handful of samples per step: every estimate is noise-dominated",
+          label_zh="每批样本数",
+          why_zh="每步只有寥寥几个样本：每个估计都被噪声主导"),
+    ), "tiny batches make every step noisy - use a larger batch or a smaller rate",
+       verdict_zh="极小的批次让每一步都充满噪声：使用更大的批次或更小的学习率"),
     outcome=Signature((
         C("loss_swing", True, 0.25, "swing of the smoothed loss",
-          "still swinging at a tenth of the rate", log=False, unit=0.05),
-    ), "a smaller rate does not calm it: the batches are too small"),
+          "still swinging at a tenth of the rate", log=False, unit=0.05,
+          label_zh="平滑损失的摆动幅度",
+          why_zh="学习率降到十分之一仍在摆动"),
+    ), "a smaller rate does not calm it: the batches are too small",
+       verdict_zh="更小的学习率也平息不了：批次太小了"),
 )
 
 EXPLODING_GRADIENTS = Fault(
@@ -192,6 +272,17 @@ EXPLODING_GRADIENTS = Fault(
     fix="Scale each residual branch by 1/sqrt(2 x depth) (here 0.125), as deep "
         "Transformers do, or add normalisation; a lower rate also helps. Use clipping "
         "only as a guard rail.",
+    zh=Chinese(
+        title="深层残差堆叠（32 个块，无归一化）沿用浅层模型的学习率",
+        symptom="损失先是晃动，然后在几步之内上升几个数量级并变成 NaN；梯度范数一开始就比基线高好几倍，并"
+                "且最先在最后几个块和输出头处爆炸。",
+        cause="每个残差块都把自己的输出加到累积的激活上，没有任何东西去重新缩放它，于是 32 个块会把激活和"
+              "梯度的大小成倍放大。为 3 层模型调好的学习率现在迈出的步子会放大下一个梯度，而它又放大下一"
+              "步：一个以溢出告终的正反馈回路。",
+        experiment="把梯度范数裁剪到 10：NaN 消失了，但损失仍然爆炸（到 1e11 以上），什么也没学到。梯度裁"
+                   "剪 (gradient clipping) 治的是症状；原因是深度 × 学习率。",
+        fix="把每个残差分支乘以 1/sqrt(2 × depth)（这里是 0.125），就像深层 Transformer 所做的那样，或者"
+            "加入归一化；降低学习率也有帮助。裁剪只当作护栏使用。"),
     edit=(Set("depth", 32),),
     instrument="gradients",
     repair=(Set("residual_scale", 0.125),),  # 1 / sqrt(2 x depth) at depth 32
@@ -199,26 +290,40 @@ EXPLODING_GRADIENTS = Fault(
     signature=Signature((
         C("nonfinite_losses", True, 0.5, "non-finite losses",
           "the loss overflowed: clean training never produces one", log=False,
-          role="effect"),
+          role="effect",
+          label_zh="非有限损失",
+          why_zh="损失溢出了：干净的训练从不会产生溢出"),
         C("loss_peak_ratio", True, 3, "loss peak over start",
           "after rising to several times its start: the NaN ended a climb, so it "
-          "came from the updates feeding back, not from one bad value"),
+          "came from the updates feeding back, not from one bad value",
+          label_zh="损失峰值与初始值之比",
+          why_zh="在上升到初始值的数倍之后：NaN 结束了一次攀升，所以它来自不断自我放大的更新，而不是某个坏值"),
         C("input_nonfinite_total", False, 0.5, "non-finite input values",
           "the data are finite: the overflow was made by training", log=False,
-          role="guard"),
+          role="guard",
+          label_zh="非有限输入值",
+          why_zh="数据是有限的：溢出是训练造成的"),
         C("update_ratio_start", False, 0.1, "update ratio of the first steps",
           "the first steps were of ordinary size: the blow-up built up over steps "
-          "(a rate that overshoots at once is huge_lr)", role="guard"),
+          "(a rate that overshoots at once is huge_lr)", role="guard",
+          label_zh="最初几步的更新比",
+          why_zh="最初几步的大小普通：爆炸是在多步之中积累起来的（一上来就越过头的学习率是 huge_lr）"),
         C("grad_cosine_end", False, 0.95, "gradient cosine",
           "consecutive gradients were not one running sum (that is no_zero_grad)",
-          log=False, unit=0.01, required=False, role="guard"),
+          log=False, unit=0.01, required=False, role="guard",
+          label_zh="相邻梯度余弦",
+          why_zh="相邻梯度不是一个滑动和（那是 no_zero_grad）"),
     ), "the loss climbed and overflowed - exploding updates; lower the rate or "
-       "normalise, and treat clipping as a guard rail"),
+       "normalise, and treat clipping as a guard rail",
+       verdict_zh="损失上升并溢出：更新在爆炸；降低学习率或加入归一化，并把裁剪当作护栏"),
     outcome=Signature((
         FINITE,
         C("loss_peak_ratio", True, 100, "loss peak over start",
-          "clipped, the loss still explodes by orders of magnitude"),
-    ), "clipping removes the NaN, not the explosion"),
+          "clipped, the loss still explodes by orders of magnitude",
+          label_zh="损失峰值与初始值之比",
+          why_zh="裁剪之后，损失仍然爆炸了几个数量级"),
+    ), "clipping removes the NaN, not the explosion",
+       verdict_zh="裁剪消除了 NaN，却没有消除爆炸"),
 )
 
 LR_DECAYED_TOO_EARLY = Fault(
@@ -238,6 +343,17 @@ LR_DECAYED_TOO_EARLY = Fault(
                "small from the start would keep improving, and it never was large.",
     fix="Step an epoch-based scheduler once per epoch (here: decay every 930 steps), "
         "and plot the learning rate next to the loss.",
+    zh=Chinese(
+        title="按 epoch 设计的阶梯调度被每个批次调用（每 30 步学习率 /10）",
+        symptom="损失在最初几十步正常下降，然后在远高于基线的位置变平并停在那里；步长缩小了几个数量级，而"
+                "梯度的大小不变。",
+        cause="StepLR(step_size=30, gamma=0.1) 是经典的“每 30 个 epoch 除以 10”的调度，但 "
+              "scheduler.step() 在每个批次之后都被调用，于是学习率每 30 步就除以 10：100 步之后它小了 "
+              "1000 倍，模型还没学会，训练就冻结了。",
+        experiment="训练时间延长到三倍：损失停在原处，因为每多走的一步都小了十亿倍。如果学习率只是从一开"
+                   "始就偏小（它从来没有大过），损失会继续改善。",
+        fix="基于 epoch 的调度器每个 epoch 只调用一次（这里：每 930 步衰减一次），并把学习率和损失画在一"
+            "起。"),
     edit=(Set("lr_decay_every", 30),),
     repair=(Set("lr_decay_every", 930),),  # 30 epochs of 31 batches
     probe=(Scale("steps", 3),),
@@ -247,16 +363,26 @@ LR_DECAYED_TOO_EARLY = Fault(
           "step per unit of gradient at 30-40% of the run, over its start",
           "the effective rate fell 100x before 40% of the run: a constant rate stays "
           "within a few x (momentum, noise), a cosine schedule is still at 0.73 there, "
-          "so this is a schedule that decays far too early"),
+          "so this is a schedule that decays far too early",
+          label_zh="运行 30-40% 处每单位梯度的步长与初始值之比",
+          why_zh="有效学习率在运行的 40% 之前就下降了 100x：恒定的学习率变化不超过几 x（动量、噪声），余弦调"
+                 "度在那里仍为 0.73，所以这是一个衰减得太早的调度"),
     ), "the steps shrank by orders of magnitude early in the run - is the learning "
        "rate decayed too early (a scheduler stepped every batch instead of every "
-       "epoch)?"),
+       "epoch)?",
+       verdict_zh="步长在运行早期缩小了几个数量级：学习率是不是衰减得太早了（调度器每个批次调用一次，而不是每"
+                  "个 epoch 一次）？"),
     outcome=Signature((
         C("step_size_change", False, 0.01, "change of the step per unit of gradient",
-          "the schedule keeps shrinking the steps"),
+          "the schedule keeps shrinking the steps",
+          label_zh="每单位梯度步长的变化",
+          why_zh="调度一直在缩小步长"),
         C("loss_progress", False, 0.8, "loss progress",
-          "three times the steps, still stalled", log=False, unit=0.05),
-    ), "more steps do not help: the decayed rate froze training"),
+          "three times the steps, still stalled", log=False, unit=0.05,
+          label_zh="损失下降幅度",
+          why_zh="步数增加到三倍，仍然停滞"),
+    ), "more steps do not help: the decayed rate froze training",
+       verdict_zh="更多的步数没有帮助：衰减后的学习率冻结了训练"),
 )
 
 FAULTS = (HUGE_LR, LR_TOO_SMALL, DROPOUT_TOO_STRONG, WEIGHT_DECAY_TOO_LARGE, BATCH_TOO_SMALL,
