@@ -2,6 +2,7 @@
 that puts a fault ahead of the faults its mechanism explains."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -25,8 +26,7 @@ def test_a_route_is_calibrated_past_the_healthy_runs_its_guards_admit_only():
                {"grad_growth": 1.2, "float16_share": 1.0}]  # float16, growth 1.2
     fault = fl.FAULTS["no_zero_grad"]
     for guarded, low, edge in ((False, 1.2, 4.0), (True, 1.2, 1.2)):
-        toy = {"toy": fault.__class__(**{**fault.__dict__, "name": "toy",
-                                         "signature": _signature(guarded), "also": ()})}
+        toy = {"toy": replace(fault, name="toy", signature=_signature(guarded), also=())}
         ranges = route_ranges(toy, healthy)["toy"][0]
         assert ranges["grad_growth"] == (low, edge)
         calibrated = calibrate(toy, route_ranges(toy, healthy))["toy"].signature
@@ -35,8 +35,7 @@ def test_a_route_is_calibrated_past_the_healthy_runs_its_guards_admit_only():
 
 def test_a_route_no_healthy_run_passes_keeps_its_physical_threshold():
     fault = fl.FAULTS["no_zero_grad"]
-    toy = {"toy": fault.__class__(**{**fault.__dict__, "name": "toy",
-                                     "signature": _signature(True), "also": ()})}
+    toy = {"toy": replace(fault, name="toy", signature=_signature(True), also=())}
     healthy = [{"grad_growth": 40.0, "float16_share": 0.0}]
     assert calibrate(toy, route_ranges(toy, healthy))["toy"].signature.conditions[0] \
         .threshold == 2.0

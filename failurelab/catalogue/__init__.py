@@ -29,5 +29,8 @@ _ALL = {f.name: f for module in (activation, data, evaluation, implementation, n
                                  optimization, performance) for f in module.FAULTS}
 if set(_ALL) != set(ORDER):
     raise RuntimeError(f"catalogue ORDER and modules disagree: {set(_ALL) ^ set(ORDER)}")
+_UNKNOWN = {(f.name, x) for f in _ALL.values() for x in f.explains if x not in _ALL}
+if _UNKNOWN:
+    raise RuntimeError(f"Fault.explains names faults the catalogue lacks: {sorted(_UNKNOWN)}")
 PHYSICAL: dict[str, Fault] = {name: _ALL[name] for name in ORDER}  # as written
 FAULTS: dict[str, Fault] = calibrate(PHYSICAL, healthy.ROUTES)
