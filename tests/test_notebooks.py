@@ -43,6 +43,7 @@ SELF_CHECK_QUESTIONS = (
 )
 
 EXPERIMENT = re.compile(r"""fl\.experiment\(\s*["']([A-Za-z0-9_]+)["']""")
+OBSERVED = re.compile(r"ws\.observe\(([^,]+),|fl\.reveal\((\w+),")  # name, or mystery
 PREDICT = re.compile(r"""ws\.predict\(\s*([^,)]+)(.*)\)""")
 WORKSHEET = 'fl.Worksheet("course.worksheet.json")'
 FAULT_HEADING = re.compile(r"## Experiment (\d+) · \S")  # then the change, in words
@@ -136,15 +137,30 @@ def test_fault_section_predicts_before_it_runs_then_observes_and_checks(name):
     code = _code(section)
     # First cell (in order) that contains each call; predict must come before the run.
     steps = {"predict": f'ws.predict("{name}"', "run": f'fl.experiment("{name}"',
-             "observe": f'ws.observe("{name}"', "check": ".check()"}
+             "observe": f'ws.observe("{name}"', "check": ".check()",
+             "explain": f'ws.explain("{name}"'}
     first = {}
     for step, needle in steps.items():
         hits = [i for i, source in enumerate(code) if needle in source]
         assert hits, f"{notebook}, section of {name}: no {needle} call"
         first[step] = hits[0]
-    assert first["predict"] < first["run"] <= first["observe"], \
-        f"{notebook}, section of {name}: predict, then run, then observe"
+    assert first["predict"] < first["run"] <= first["observe"] < first["explain"], \
+        f"{notebook}, section of {name}: predict, then run, then observe, then explain"
     assert first["check"] >= first["run"]
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_every_observed_experiment_has_an_explain_cell_after_it(path):
+    """The course's worksheet is the student's own four columns: every experiment a
+    notebook observes (or reveals) gets a cell to write them, once it is observed."""
+    code = _code(_read(path)["cells"])
+    observed = [(m.group(1) or f"{m.group(2)}.key", i) for i, source in enumerate(code)
+                for m in OBSERVED.finditer(source)]
+    for name, at in observed:
+        if name == '"demo-baseline"':  # notebook 00's worked demo: nothing to explain
+            continue
+        later = [source for source in code[at + 1:] if f"ws.explain({name}," in source]
+        assert later, f"{path.name}: {name} is observed but has no ws.explain cell after it"
 
 
 @pytest.mark.parametrize("name", list(fl.FAULTS))
