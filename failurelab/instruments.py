@@ -10,6 +10,7 @@ columns read NaN from then on, while the others keep recording.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -147,27 +148,41 @@ class Parameters(Instrument):
 class Inputs(Instrument):
     """The batch the model is given: scale, scale mismatch between features, NaN/Inf.
 
-    A 1-D input is one unbatched sample: it, and every forward tensor of its step, is
-    read as a batch of one (a batch of scalars should be passed as (B, 1))."""
+    Under gradient accumulation a step sees several forward passes; the step's batch is
+    all of them (concatenated when they stack), so a NaN row in any micro-batch counts
+    and `batch_size` is what the optimizer steps on.  A 1-D input is one unbatched
+    sample: it, and every forward tensor of its step, is read as a batch of one (a batch
+    of scalars should be passed as (B, 1))."""
 
     name = "inputs"
     columns = ("input_absmax", "input_std_ratio", "input_nonfinite", "batch_size")
-    current: torch.Tensor | None = None
+    current: torch.Tensor | None = None  # the latest forward's input
+
+    def __init__(self):
+        self.earlier: list[torch.Tensor] = []  # this step's previous micro-batches, copied
 
     def see(self, seen) -> None:
         args, kwargs = seen
         if args and isinstance(args[0], torch.Tensor):
-            self.current = args[0]
+            x = args[0]
         else:
-            self.current = next((a for a in (*args, *kwargs.values())
-                                 if isinstance(a, torch.Tensor)), None)
+            x = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)),
+                     None)
+        if self.current is not None and x is not None:
+            if _stacks(self.current, x):  # a micro-batch of the same step: keep it too
+                self.earlier.append(self.current.detach().clone())
+            else:
+                self.earlier = []  # not one batch split in parts: the latest stands alone
+        self.current = x
 
     def take(self, unbatched: bool):
-        x, self.current = self.current, None
+        x, earlier, self.current, self.earlier = self.current, self.earlier, None, []
         if x is None:
             return None
         x = x.detach().clone()  # a loop may refill one input buffer in place every step
-        return x.unsqueeze(0) if unbatched else x
+        if unbatched:
+            return x.unsqueeze(0)
+        return torch.cat([*earlier, x]) if earlier else x
 
     def shape(self, x):
         return None if x is None else (x.shape, x.dtype)
@@ -340,6 +355,12 @@ class Reduced:
     units: torch.Tensor | None
 
 
+def _stacks(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Can two inputs be one batch in parts (same sample shape, dtype and device)?"""
+    return (a.dim() > 1 and a.shape[1:] == b.shape[1:] and a.dtype == b.dtype
+            and a.device == b.device)
+
+
 def first_lr(optimizer: torch.optim.Optimizer) -> float:
     """The first param group's learning rate (a tensor for `capturable` optimizers)."""
     lr = optimizer.param_groups[0].get("lr", _NAN) if optimizer.param_groups else _NAN
@@ -347,6 +368,28 @@ def first_lr(optimizer: torch.optim.Optimizer) -> float:
         return float(lr)
     except (TypeError, ValueError):
         return _NAN
+
+
+_SCALER_FRAMES = 8  # hook <- hook runner <- step wrapper(s) <- GradScaler._maybe_opt_step
+
+
+def stepped_by_grad_scaler() -> bool:
+    """Whether the optimizer step now starting was called by an enabled
+    `torch.amp.GradScaler` (directly, or by a framework's AMP plugin).
+
+    A scaler leaves no trace on the optimizer, so the caller's frames are the only
+    place to see it; a few frames up, never deeper.  Float16 gradients without one
+    underflow (`fp16_no_scaling`); with one they do not, and this tells them apart."""
+    frame = sys._getframe(1)
+    for _ in range(_SCALER_FRAMES):
+        frame = frame.f_back
+        if frame is None:
+            return False
+        if frame.f_code.co_name in ("step", "_maybe_opt_step"):
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, torch.amp.GradScaler):
+                return owner.is_enabled()
+    return False
 
 
 def chunk_length(payloads, n_params: int, limit: int, max_bytes: int) -> int:

@@ -43,7 +43,7 @@ CHUNK_STEPS = 32  # steps whose statistics are computed together
 CHUNK_BYTES = 64 * 2**20  # ...unless their pending copies would exceed this
 GLOBAL_COLUMNS = ("step", "loss", "grad_norm", "weight_norm", "update_norm", "update_ratio",
                   "grad_cosine", "nonfinite", "zero_grad_frac", "lr", "param_lowp_frac",
-                  "unoptimized_params", "step_skipped", "dropout_rate")
+                  "unoptimized_params", "step_skipped", "dropout_rate", "loss_scaled")
 INPUT_COLUMNS = ins.Inputs.columns + ins.Outputs.columns
 _LOWP = (torch.float16, torch.bfloat16)
 _DROPOUTS = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
@@ -60,7 +60,8 @@ class _Step:
 
     loss: float
     payloads: dict  # instrument -> its payload for this step
-    state: tuple  # lr, param_lowp_frac, unoptimized_params, step_skipped, dropout_rate
+    state: tuple  # lr, param_lowp_frac, unoptimized_params, step_skipped, dropout_rate,
+    #               loss_scaled
     extra: dict[str, float]
     shapes: tuple  # steps stack together only if their forward tensors match
 
@@ -121,6 +122,7 @@ class Monitor:
         self._count = 0  # steps recorded so far
         self._lr = _NAN
         self._lowp = 0.0
+        self._scaled = 0.0  # 1: the step was taken by an enabled GradScaler (NaN: no step)
         self._off: set = set()  # instruments switched off after a failure
         self.stopped: dict[str, dict] = {}  # instrument -> step, reason, columns
         self._misuse = Misuse(warn)
@@ -138,6 +140,7 @@ class Monitor:
     def _before_step(self, optimizer, args, kwargs) -> None:
         try:
             self._lr = ins.first_lr(optimizer)
+            self._scaled = 1.0 if ins.stepped_by_grad_scaler() else 0.0
             phase = self._count % self._interval  # 0: this step is observed
             last = phase == self._interval - 1  # economy: keep g_{t-1} for step t's cosine
             if (phase == 0 or last) and self._parameters not in self._off:
@@ -217,7 +220,7 @@ class Monitor:
         if not stepped:
             self._lr = ins.first_lr(self._optimizer)
         state = (self._lr, self._lowp_share(), sum(p.grad is not None for p in self._unoptimized),
-                 0 if stepped else 1, self._dropout_rate())
+                 0 if stepped else 1, self._dropout_rate(), self._scaled if stepped else _NAN)
         payloads, shapes = self._take(stepped)
         step = _Step(loss_value, payloads, state, extra, shapes)
         if self._pending and shapes != self._pending[0].shapes:

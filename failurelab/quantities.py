@@ -397,6 +397,12 @@ def float16_share(h):
     return share if lowp != lowp else max(share, lowp)
 
 
+def loss_scaled_share(h):
+    """Share of the steps taken by an enabled GradScaler (skipped steps not counted):
+    1 for mixed precision with loss scaling, 0 without; NaN when not recorded."""
+    return _stat(_values(h, "loss_scaled"), pd.Series.mean)
+
+
 def input_is_tokens(h):
     """1 when the model was fed integer token ids (no feature scales to compare), 0 for
     real-valued features, NaN when inputs were not recorded."""
@@ -504,6 +510,7 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
         saturation_median, dead_start, dead_end, input_absmax, input_scale_spread,
         batch_size_median, input_is_tokens, output_scale_start, output_grad_zero_median,
         output_grad_floor, output_prob_share, output_logprob_share, float16_share,
+        loss_scaled_share,
         input_nonfinite_total, val_acc_best, val_acc_end,
         val_loss_end, val_min_recall_end, val_loss_rise, val_jitter_max, train_val_acc_gap,
         train_eval_loss_gap, dropout_rate, label_purity_median, data_time_share, pad_attention_median,

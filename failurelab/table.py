@@ -11,7 +11,7 @@ import math
 import pandas as pd
 
 _NAN = float("nan")
-NONFINITE, STATE = 7, slice(9, 14)  # positions fixed by GLOBAL_COLUMNS
+NONFINITE, STATE = 7, slice(9, 15)  # positions fixed by GLOBAL_COLUMNS
 
 
 class Table:

@@ -153,6 +153,49 @@ def test_unoptimized_params_counts_parameters_with_gradients_outside_the_optimiz
     assert h["unoptimized_params"].tolist() == [0, 0]
 
 
+def test_accumulated_micro_batches_are_one_step_batch():
+    """Two micro-batches per step: a NaN row in the first one counts, and the batch is
+    what the optimizer steps on (16 rows), not the last micro-batch (8)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = _batches(6)
+    poisoned = batches[2][0].clone()
+    poisoned[1, 0] = float("nan")
+    with fl.Monitor(model, opt) as mon:
+        for step in range(3):
+            opt.zero_grad()
+            for x, y in batches[2 * step:2 * step + 2]:
+                x = poisoned if x is batches[2][0] else x
+                (_mse(model(x), y) / 2).backward()
+            opt.step()
+            mon.record(0.0)
+    h = mon.history
+    assert h["batch_size"].tolist() == [16, 16, 16]
+    assert h["input_nonfinite"].tolist() == [0, 1, 0]
+
+
+@pytest.mark.parametrize("how", ["scaler", "disabled scaler", "no scaler"])
+def test_steps_taken_by_an_enabled_grad_scaler_are_marked(how):
+    torch.manual_seed(5)
+    model = nn.Linear(4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu", enabled=how == "scaler")
+    with fl.Monitor(model, opt) as mon:
+        for x, y in _batches(4):
+            opt.zero_grad()
+            loss = _mse(model(x), y)
+            if how == "no scaler":
+                loss.backward()
+                opt.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            mon.record(loss)
+    assert mon.history["loss_scaled"].tolist() == [float(how == "scaler")] * 4
+
+
 def test_grad_scaler_skips_are_marked_and_are_not_faults():
     torch.manual_seed(5)
     model = nn.Linear(4, 3)
@@ -181,6 +224,8 @@ def test_grad_scaler_skips_are_marked_and_are_not_faults():
     assert h.loc[skipped, "update_ratio/weight"].isna().all()
     assert h.loc[~skipped, "update_ratio"].map(math.isfinite).all()
     assert not [a for a in mon.alerts() if a.kind == "nonfinite"]
+    assert h.loc[skipped, "loss_scaled"].isna().all()  # no step: nothing to say
+    assert (h.loc[~skipped, "loss_scaled"] == 1).all()
 
 
 def test_dropout_rate_is_the_largest_active_drop_probability():
