@@ -227,10 +227,12 @@ def main() -> int:
     healthy = [r for r in records if r.expected == "healthy"]
     lab = [r for r in records if r.family.startswith("lab-") and r.expected != "healthy"]
     zoo_families = sorted({r.family for r in healthy if not r.family.startswith("lab-")})
+    amp = sum(r.id.endswith(("/amp", "+amp")) for r in healthy)
     description = (f"{len(healthy)} runs: the lab baselines on seeds {args.seeds}"
                    + (f" and every healthy zoo case of {len(zoo_families)} families "
-                      f"({', '.join(zoo_families)}) on zoo seeds {args.zoo_seeds}"
-                      if zoo_families else " (no zoo available)"))
+                      f"({', '.join(zoo_families)}) on zoo seeds {args.zoo_seeds}, "
+                      f"{amp} of them in mixed precision (float16 autocast and a "
+                      f"GradScaler)" if zoo_families else " (no zoo available)"))
     ranges = healthy_ranges(r.history for r in healthy)
     routes = route_ranges(PHYSICAL, [r.values for r in healthy])
     if args.write_ranges:

@@ -157,7 +157,8 @@ def diagnose(history, faults: dict | None = None, lang: str | None = None) -> Di
     if causes:
         experiment = faults[causes[0][0]].text("experiment", lang)
         confidence = _confidence(fired[0].score, bool(lookalikes))
-        if not _shows(faults[causes[0][0]], shape):  # not the curve this fault makes
+        if fired[0].latent or not _shows(faults[causes[0][0]], shape):
+            # the harm not seen yet, or not the curve this fault makes
             confidence = "low" if confidence == "low" else "medium"
     else:
         experiment = NEXT_STEP[shape].say(lang) if shape in NEXT_STEP else None

@@ -135,6 +135,7 @@ class Evidence:
     values: dict[str, float]  # the measured quantities
     sentence: str  # the measurements, in words, with the verdict when it fired
     missing: tuple[str, ...] = ()  # required quantities that could not be measured
+    latent: bool = False  # the route that fired sees the mechanism, not yet its harm
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,8 @@ class Signature:
     conditions: tuple[Condition, ...]
     verdict: str  # what the evidence means, e.g. "gradients are accumulating"
     verdict_zh: str = ""  # the verdict in Chinese
+    latent: bool = False  # True: the mechanism is measured but its harm is not (yet), so
+    #                       a cause it names is at most medium confidence
 
     def says(self, lang: str | None = None) -> str:
         """The verdict in `lang` (English where no Chinese was written)."""
@@ -170,7 +173,7 @@ class Signature:
             else measured
         missing = tuple(c.quantity for c in self.conditions
                         if c.required and math.isnan(values[c.quantity]))
-        return Evidence(fault, fired, score, values, sentence, missing)
+        return Evidence(fault, fired, score, values, sentence, missing, self.latent)
 
     def guards_hold(self, values: dict[str, float]) -> bool:
         """Every guard passes on these measured values: a run this signature could fire

@@ -45,6 +45,22 @@ def test_fp16_no_scaling_needs_float16():
     assert not fl.FAULTS["fp16_no_scaling"].evidence(cached_run(probe, 0).history).fired
 
 
+@pytest.mark.parametrize("family", ["gru", "cnn_bn"])
+def test_float16_is_named_without_loss_scaling_and_healthy_with_it(family):
+    """The same float16 loop with and without a GradScaler, on a seed never used to set
+    a threshold: the scaled one is healthy; the unscaled one is fp16_no_scaling, at most
+    medium confidence when its gradients only reached the subnormal range (a risk the
+    curve does not show yet) rather than flushing to zero."""
+    scaled = fl.diagnose(zoo.run(zoo.Case(family, "momentum", seed=5, habits=("amp",))))
+    assert scaled.shape == "healthy" and scaled.top is None, str(scaled)
+    case = zoo.Case(family, "momentum", "fp16_no_scaling", "autocast", seed=5)
+    history = zoo.run(case)
+    d = fl.diagnose(history)
+    assert d.top == "fp16_no_scaling", str(d)
+    flushed = fl.FAULTS["fp16_no_scaling"].signature.evaluate("", history).fired
+    assert flushed or d.confidence != "high", str(d)
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_wrong_loss_is_named_from_a_plain_monitor_history(seed):
     history = foreign_loops.softmax_into_cross_entropy(seed)

@@ -54,6 +54,10 @@ def test_bad_cases_are_refused_with_the_known_names():
         zoo.Case("autoencoder", "adam", "shuffled_labels", 1.0)
     with pytest.raises(ValueError, match="only observable"):
         zoo.Case("bag", "adam", "dropout_too_strong", 0.75)
+    with pytest.raises(ValueError, match="float16"):
+        zoo.Case("attention", "adam", habits=("amp",))
+    with pytest.raises(ValueError, match="healthy control"):
+        zoo.Case("gru", "sgd", "fp16_no_scaling", "autocast", habits=("amp",))
 
 
 def test_population_holds_every_faults_healthy_control():
@@ -111,6 +115,18 @@ def test_half_model_has_float16_parameters_and_autocast_float16_outputs():
     assert loop.next_batch(0)[0].dtype == torch.float16
     h = _run(_case("gru", "fp16_no_scaling", "autocast"))
     assert h.output_grad_min.min() >= 5.9e-8  # nothing below float16's smallest subnormal
+
+
+def test_amp_habit_scales_the_loss_and_is_a_float16_control():
+    case = zoo.Case("gru", "momentum", seed=0, habits=("val", "cosine", "amp"))
+    assert case in zoo.cases(seeds=(0,), faulty=False)
+    h = _run(case)
+    assert h.step_skipped.iloc[0] == 1  # 65536 x the first loss overflows float16: skipped
+    assert (h.loc[h.step_skipped == 0, "loss_scaled"] == 1).all()
+    assert h.output_grad_min.min() > 1e-4  # scaled: far above float16's subnormals
+    unscaled = _run(zoo.Case("gru", "momentum", "fp16_no_scaling", "autocast", 0, ("val",)))
+    assert unscaled.output_grad_min.min() < 6.1e-5  # the same gradients, unscaled
+    assert (unscaled.loss_scaled == 0).all()
 
 
 def test_shuffled_rows_keep_labels_but_move_inputs():

@@ -64,6 +64,13 @@ FLOAT16 = C("float16_share", True, 0.5, "share of steps with float16 logit gradi
             label_zh="logit 梯度为 float16 的步数比例",
             why_zh="输出及其梯度是 float16（它的数只有 10 位尾数，小于 2^-24 的无法表示；float32 的值几乎从不"
                    "落在这个网格上）")
+NOT_SCALED = C("loss_scaled_share", False, 0.5, "share of steps taken by a GradScaler",
+               "no loss scaling: an enabled GradScaler multiplies the loss (by 65536 at "
+               "first), which lifts small float16 gradients clear of the underflow "
+               "(checked when recorded)", log=False, required=False, role="guard",
+               label_zh="由 GradScaler 执行的步数比例",
+               why_zh="没有损失缩放：启用的 GradScaler 会把损失放大（起初放大 65536 倍），让小的 float16 "
+                      "梯度远离下溢（记录时检查）")
 ALL_OPTIMIZED = C("unoptimized_max", False, 0.5, "parameters outside the optimizer",
                   "every parameter that gets a gradient is in the optimizer (checked when "
                   "recorded): otherwise that alone explains weights that do not move",

@@ -8,7 +8,7 @@ from ..fault import Chinese, Fault
 from ..recipes import Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import FINITE, FLOAT16
+from .conditions import FINITE, FLOAT16, NOT_SCALED
 
 FP16_NO_SCALING = Fault(
     name="fp16_no_scaling",
@@ -65,9 +65,31 @@ FP16_NO_SCALING = Fault(
           label_zh="最小的非零 logit 梯度",
           why_zh="float16 最小的正规数：只有落入它下方次正规范围的梯度才可能下溢（一个所有梯度都很大的损失，"
                  "比如间隔损失，会因为别的原因出现恰好为零的值）"),
+        NOT_SCALED,
         FINITE,
     ), "gradients are underflowing to zero in float16 - use loss scaling",
        verdict_zh="梯度在 float16 中下溢为零：使用损失缩放"),
+    also=(Signature((
+        FLOAT16,
+        C("output_grad_floor", False, 6.1e-5, "smallest non-zero logit gradient",
+          "float16's smallest normal number: below it a gradient keeps fewer than 10 "
+          "bits, and under 3e-8 it is 0; unscaled float16 gradients that come down here "
+          "lose the small end of their range as training converges",
+          label_zh="最小的非零 logit 梯度",
+          why_zh="float16 最小的正规数：低于它，梯度保留不到 10 位有效数字，低于 3e-8 就是 0；没有缩放的 "
+                 "float16 梯度一旦落到这里，随着训练收敛，就会丢掉其范围的小端"),
+        C("output_grad_floor", True, 3e-8, "smallest non-zero logit gradient",
+          "float16's grid: nothing under half its smallest subnormal survives", role="guard",
+          label_zh="最小的非零 logit 梯度",
+          why_zh="float16 的网格：小于最小次正规数一半的值都留不下来"),
+        NOT_SCALED,
+        FINITE,
+    ), "float16 gradients reach the subnormal range without loss scaling - the "
+       "smallest will be rounded away as the model fits; use a GradScaler (a risk the "
+       "curve does not show yet)",
+       verdict_zh="float16 梯度在没有损失缩放的情况下落入次正规范围：随着模型拟合，最小的梯度会被舍入掉；"
+                  "请使用 GradScaler（曲线上还看不出的风险）",
+       latent=True),),
     outcome=Signature((
         C("output_grad_zero_median", False, 0.08, "median zero share of the logit "
           "gradient", "bfloat16's range keeps them representable", log=False,

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .families import FAMILIES, FAMILIES_BY_NAME, OPTIMIZERS
+from .families import FAMILIES, FAMILIES_BY_NAME, HALF, OPTIMIZERS
 from .faults import FAULTS
 
 # Loop habits (see zoo/loop.py): "val" validation every VAL_EVERY steps passing val_loss
 # and val_acc; "clip" gradient-norm clipping; "cosine" / "step_lr" an LR schedule;
-# "accum" accumulation over two micro-batches; "extras" lr and batch accuracy as columns.
-HABITS = ("val", "clip", "cosine", "step_lr", "accum", "extras")
+# "accum" accumulation over two micro-batches; "extras" lr and batch accuracy as columns;
+# "amp" float16 autocast with a GradScaler (mixed precision done right: a healthy
+# control for the float16 faults, in the families that run in float16).
+HABITS = ("val", "clip", "cosine", "step_lr", "accum", "extras", "amp")
 HABIT_SETS = ((), ("val",), ("val", "cosine"), ("val", "clip", "extras"),
               ("step_lr", "accum"), ("val", "clip", "cosine", "accum", "extras"))
 
@@ -33,7 +35,11 @@ class Case:
         unknown = set(self.habits) - set(HABITS)
         if unknown:
             raise ValueError(f"unknown habit(s) {sorted(unknown)}; known: {', '.join(HABITS)}")
+        if "amp" in self.habits and HALF not in FAMILIES_BY_NAME[self.family].traits:
+            raise ValueError(f"{self.family} does not run in float16: no 'amp' habit")
         if self.fault is not None:
+            if "amp" in self.habits:
+                raise ValueError("the 'amp' habit is a healthy control only")
             fault = FAULTS.get(self.fault)
             if fault is None:
                 raise ValueError(f"unknown zoo fault {self.fault!r}; known: {', '.join(FAULTS)}")
@@ -77,9 +83,10 @@ def control(case: Case) -> Case:
 
 def cases(families=None, seeds=(0, 1, 2), faulty: bool = True, healthy: bool = True,
           optimizers=None, faults=None) -> list[Case]:
-    """The population: every family x optimizer x seed healthy, and each fault at every
-    severity on every family it applies to (one optimizer per seed, rotating), each
-    with its healthy control (same family, optimizer, seed and habits) included.
+    """The population: every family x optimizer x seed healthy (and once more with the
+    "amp" habit where the family runs in float16), and each fault at every severity on
+    every family it applies to (one optimizer per seed, rotating), each with its healthy
+    control (same family, optimizer, seed and habits) included.
 
     `optimizers` narrows the optimizers used, `faults` the faults (names)."""
     families = FAMILIES if families is None else tuple(families)
@@ -90,9 +97,12 @@ def cases(families=None, seeds=(0, 1, 2), faulty: bool = True, healthy: bool = T
         for seed in seeds:
             if healthy:
                 for optimizer in optimizers:
-                    c = Case(family, optimizer, seed=seed,
-                             habits=habits_for(family, optimizer, seed))
+                    habits = habits_for(family, optimizer, seed)
+                    c = Case(family, optimizer, seed=seed, habits=habits)
                     out[c.id] = c
+                    if HALF in FAMILIES_BY_NAME[family].traits:
+                        amp = replace(c, habits=(*habits, "amp"))
+                        out[amp.id] = amp
             if faulty:
                 for c in _faulty(family, seed, optimizers, chosen):
                     out[c.id] = c

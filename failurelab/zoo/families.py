@@ -40,14 +40,15 @@ RELU = "relu"  # a ReLU module fed by a biased layer
 DROPOUT = "dropout"  # a dropout layer
 LOGITS = "logits"  # the loss expects logits
 RESIDUAL = "residual"  # a residual stack whose depth and normalisation can change
+HALF = "half"  # runs in float16 on CPU (MultiheadAttention's padding mask breaks in half)
 
 FAMILIES_BY_NAME = {f.name: f for f in (
     Family("cnn_bn", "conv net with BatchNorm on 8x8 images, 4 classes",
            data.images, models.cnn, "classes", _lrs(0.4, 0.06, 1.2e-2, 1.2e-2, 4e-3),
-           frozenset({FLOAT, PAIRED, RELU, LOGITS})),
+           frozenset({FLOAT, PAIRED, RELU, LOGITS, HALF})),
     Family("gru", "GRU over 8-step sequences of 3 channels, 2 classes",
            data.sequences, models.gru, "classes", _lrs(0.5, 0.1, 1e-2, 1e-2, 3e-3),
-           frozenset({FLOAT, PAIRED, LOGITS})),
+           frozenset({FLOAT, PAIRED, LOGITS, HALF})),
     Family("attention", "self-attention encoder with LayerNorm on padded tokens, 3 classes",
            lambda g: data.tokens(g, vocab=16, padded=True), models.attention, "classes",
            _lrs(0.4, 0.12, 1e-2, 1e-2, 3e-3), frozenset({PAIRED, RELU, LOGITS})),
@@ -57,14 +58,14 @@ FAMILIES_BY_NAME = {f.name: f for f in (
            frozenset({FLOAT, PAIRED, SATURATING, RELU, DROPOUT})),
     Family("resmlp", "4-block pre-LayerNorm residual MLP, 4 classes",
            lambda g: data.features(g, d=12, out=4), models.residual, "classes",
-           _lrs(0.1, 0.03, 3e-3, 3e-3, 1e-3), frozenset({FLOAT, PAIRED, RELU, LOGITS, RESIDUAL})),
+           _lrs(0.1, 0.03, 3e-3, 3e-3, 1e-3), frozenset({FLOAT, PAIRED, RELU, LOGITS, RESIDUAL, HALF})),
     Family("binary", "sigmoid MLP binary classifier with BCE",
            lambda g: data.features(g, kind="binary", hidden=2), models.binary, "binary",
            _lrs(0.5, 0.1, 1e-2, 1e-2, 3e-3),
            frozenset({FLOAT, PAIRED, SATURATING, RELU, DROPOUT, LOGITS})),
     Family("bag", "embedding-bag model on token ids, 3 classes",
            data.tokens, models.bag, "classes", _lrs(2.0, 0.2, 2e-2, 2e-2, 6e-3),
-           frozenset({PAIRED, RELU, DROPOUT, LOGITS})),
+           frozenset({PAIRED, RELU, DROPOUT, LOGITS, HALF})),
     Family("autoencoder", "tanh autoencoder of rank-4 data with MSE",
            data.low_rank, models.autoencoder, "value", _lrs(0.1, 0.03, 1e-2, 1e-2, 3e-3),
            frozenset({FLOAT, SATURATING})),

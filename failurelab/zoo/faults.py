@@ -10,7 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .families import DROPOUT, FAMILIES_BY_NAME, FLOAT, LOGITS, OPTIMIZERS, PAIRED, RELU, RESIDUAL, SATURATING
+from .families import (
+    DROPOUT,
+    FAMILIES_BY_NAME,
+    FLOAT,
+    HALF,
+    LOGITS,
+    OPTIMIZERS,
+    PAIRED,
+    RELU,
+    RESIDUAL,
+    SATURATING,
+)
 
 # zoo fault -> catalogue fault it really has the mechanism of (None: outside the catalogue)
 EXPECTED_CAUSE = {
@@ -71,9 +82,6 @@ class ZooFault:
 
 
 _SGD = ("sgd", "momentum")
-# float16 runs on CPU in these (MultiheadAttention's padding mask breaks in half), and
-# their confident logits get gradients small enough to flush to 0 in float16
-_FP16 = ("gru", "resmlp", "bag", "cnn_bn")
 _FAULTS = (
     ZooFault("no_zero_grad", None, "zero_grad", ("never", "each_epoch"),
              "optimizer.zero_grad() forgotten, or called only once per epoch (32 steps)"),
@@ -98,7 +106,7 @@ _FAULTS = (
              skip=(("binary", "probs_nll"),)),
     ZooFault("fp16_no_scaling", None, "fp16", ("half", "autocast"), "float16 without a "
              "GradScaler: model.half() with half inputs, or torch.autocast('cpu', "
-             "torch.float16) around the forward", optimizers=_SGD, families=_FP16),
+             "torch.float16) around the forward", needs=frozenset({HALF}), optimizers=_SGD),
     ZooFault("saturated_sigmoid", None, "saturating_gain", (10.0, 30.0), "the weights "
              "feeding the sigmoid/tanh layer initialised 10x / 30x too large",
              needs=frozenset({SATURATING})),
@@ -136,7 +144,6 @@ _FAULTS = (
     ZooFault("fp16_adam_eps", None, "loss_divisor", (1.0, 16.0), "model.half() under "
              "Adam/RMSprop, the loss divided by 1 / 16: eps=1e-8 rounds to 0 in float16, "
              "so a gradient entry of 0 steps by 0/0 = NaN", also=(("fp16", "half"),),
-             optimizers=("adam", "adamw", "rmsprop"),
-             families=_FP16),
+             needs=frozenset({HALF}), optimizers=("adam", "adamw", "rmsprop")),
 )
 FAULTS = {f.name: replace(f, cause=EXPECTED_CAUSE[f.name]) for f in _FAULTS}

@@ -5,6 +5,10 @@ Extras passed to `record` (the way a user adds columns):
 * habit "val": `val_loss` (the training loss function, model.eval(), under no_grad)
   and, for classifiers, `val_acc`, every VAL_EVERY steps and at the last step;
 * habit "extras": `lr` (the rate this step used) and, for classifiers, `batch_acc`.
+
+Habit "amp" is mixed precision as the PyTorch AMP recipe writes it: the forward under
+float16 autocast, the loss scaled by a `GradScaler`, unscaled before clipping, and the
+step taken (or skipped, on inf/NaN) by the scaler.
 Without those habits the history holds only the Monitor's own columns.
 """
 
@@ -36,6 +40,9 @@ def run(case: Case, lr: float | None = None) -> pd.DataFrame:
     with torch_threads(1), torch.random.fork_rng(), warnings.catch_warnings():
         # broadcast_mse: torch warns about the broadcast; the user ignored it, so do we
         warnings.filterwarnings("ignore", message="Using a target size")
+        # amp: a GradScaler skips the first step (its scale overflows float16), and torch
+        # then warns that the scheduler stepped first; AMP users see and ignore it too
+        warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)`")
         loop = build(case, lr)
         torch.manual_seed(data_seed(case))  # dropout draws from here
         history = train(loop)
@@ -46,6 +53,7 @@ def run(case: Case, lr: float | None = None) -> pd.DataFrame:
 def train(loop: Loop) -> pd.DataFrame:
     model, optimizer, zero_grad = loop.model, loop.optimizer, loop.knobs.zero_grad
     habits = loop.case.habits
+    scaler = torch.amp.GradScaler("cpu") if "amp" in habits else None
     with Monitor(model, optimizer) as mon:
         for step in range(loop.steps):
             x, y = loop.next_batch(step)
@@ -53,13 +61,19 @@ def train(loop: Loop) -> pd.DataFrame:
             if zero_grad == "each_step" or (zero_grad == "each_epoch"
                                             and step % loop.steps_per_epoch == 0):
                 optimizer.zero_grad()
-            loss, output = _forward_backward(loop, x, y)
+            loss, output = _forward_backward(loop, x, y, scaler)
             if zero_grad in ("misplaced", "misplaced_keep"):  # the bug: after backward
                 optimizer.zero_grad(set_to_none=zero_grad == "misplaced")
             if loop.clip:
+                if scaler is not None:
+                    scaler.unscale_(optimizer)  # clip the true gradients, not scaled ones
                 nn.utils.clip_grad_norm_(model.parameters(), loop.clip)
             lr = optimizer.param_groups[0]["lr"]
-            optimizer.step()
+            if scaler is None:
+                optimizer.step()
+            else:
+                scaler.step(optimizer)
+                scaler.update()
             if loop.scheduler is not None:
                 loop.scheduler.step()
             extras = {}
@@ -75,15 +89,17 @@ def train(loop: Loop) -> pd.DataFrame:
     return mon.history
 
 
-def _forward_backward(loop: Loop, x: torch.Tensor, y: torch.Tensor):
+def _forward_backward(loop: Loop, x: torch.Tensor, y: torch.Tensor, scaler=None):
     """Forward and backward over the micro-batches; the mean loss and the last output."""
     total = 0.0
     scale = loop.micro_batches * loop.knobs.loss_divisor
+    autocast = loop.knobs.fp16 == "autocast" or scaler is not None
     for xb, yb in zip(x.chunk(loop.micro_batches), y.chunk(loop.micro_batches)):
-        with torch.autocast("cpu", dtype=torch.float16, enabled=loop.knobs.fp16 == "autocast"):
+        with torch.autocast("cpu", dtype=torch.float16, enabled=autocast):
             output = loop.model(xb)  # the fault "autocast": float16 without a GradScaler
         loss = loop.loss_fn(output, yb)
-        (loss / scale).backward()
+        scaled = loss / scale
+        (scaled if scaler is None else scaler.scale(scaled)).backward()
         total += loss.item() / loop.micro_batches
     return total, output.detach()
 
