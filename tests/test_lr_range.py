@@ -42,7 +42,9 @@ def test_the_sweep_restores_the_model_and_optimizer_it_was_given():
 def test_the_sweep_stops_where_the_loss_blows_up_and_plots():
     result = fl.lr_range_test("sequence", end=100.0)
     assert result.diverged_lr is not None
-    assert result.suggested_lr == pytest.approx(result.minimum_lr / fl.lr_range.EDGE_SAFETY)
+    # Adam's steps are normalised: a tenth of the minimum, not a fifth
+    assert result.suggested_lr == pytest.approx(result.minimum_lr
+                                                / fl.lr_range.NORMALISED_EDGE_SAFETY)
     assert result.minimum_lr < result.diverged_lr
     ax = result.plot()
     assert ax.get_xscale() == "log" and ax.get_xlabel() == "learning rate"
@@ -76,6 +78,38 @@ def test_single_noisy_batches_move_neither_the_minimum_nor_the_steepest_descent(
     assert 0.1 <= result.steepest_lr <= 1.0
     assert 0.9 <= result.minimum_lr <= 2.2
     assert result.suggested_lr == pytest.approx(result.minimum_lr / fl.lr_range.EDGE_SAFETY)
+
+
+@pytest.mark.parametrize("make, normalised", [
+    (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), False),
+    (lambda p: torch.optim.Adam(p, lr=1e-3), True),
+    (lambda p: torch.optim.RMSprop(p, lr=1e-3), True),
+    (lambda p: _AdamLike(p), True),  # a custom class: known by the state it keeps
+])
+def test_optimizers_with_normalised_steps_get_the_wider_margin(make, normalised):
+    model, _, loss_fn, batches = _plain_parts()
+    result = fl.lr_range_test((model, make(model.parameters()), loss_fn, batches), steps=30)
+    safety = (fl.lr_range.NORMALISED_EDGE_SAFETY if normalised
+              else fl.lr_range.EDGE_SAFETY)
+    assert result.suggested_lr == pytest.approx(result.minimum_lr / safety)
+
+
+class _AdamLike(torch.optim.Optimizer):
+    """RMSprop-like normalised steps, in a class torch does not know."""
+
+    def __init__(self, params, lr=1e-3):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                avg = state.setdefault("exp_avg_sq", torch.zeros_like(p))
+                avg.mul_(0.99).addcmul_(p.grad, p.grad, value=0.01)
+                p.addcdiv_(p.grad, avg.sqrt().add_(1e-8), value=-group["lr"])
 
 
 def _plain_parts(seed=0):
