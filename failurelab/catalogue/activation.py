@@ -159,9 +159,11 @@ BAD_INIT = Fault(
     edit=(Set("init_scale", 10.0),),
     repair=(Set("init_scale", 1.0),),
     probe=(Scale("lr", 0.1),),
-    # oversized weights make oversized pre-activations (saturated sigmoids) and
-    # oversized gradients (huge first steps): their evidence is its consequence
-    explains=("saturated_sigmoid", "huge_lr"),
+    # oversized weights make oversized pre-activations (saturated sigmoids), oversized
+    # gradients (huge first steps) and, in a deep net, steps that feed back until the
+    # loss overflows: their evidence is its consequence, measured later than its own
+    # (the logits of step 0, before any update)
+    explains=("saturated_sigmoid", "huge_lr", "exploding_gradients"),
     signature=Signature((
         C("output_scale_start", True, 3, "logit std at step 0",
           "a fresh classifier's logits should be O(1) or smaller (baseline 0.05): "
