@@ -180,20 +180,10 @@ def test_steps_taken_by_an_enabled_grad_scaler_are_marked(how):
     torch.manual_seed(5)
     model = nn.Linear(4, 3)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    scaler = torch.amp.GradScaler("cpu", enabled=how == "scaler")
-    with fl.Monitor(model, opt) as mon:
-        for x, y in _batches(4):
-            opt.zero_grad()
-            loss = _mse(model(x), y)
-            if how == "no scaler":
-                loss.backward()
-                opt.step()
-            else:
-                scaler.scale(loss).backward()
-                scaler.step(opt)
-                scaler.update()
-            mon.record(loss)
-    assert mon.history["loss_scaled"].tolist() == [float(how == "scaler")] * 4
+    scaler = None if how == "no scaler" else torch.amp.GradScaler("cpu",
+                                                                  enabled=how == "scaler")
+    history = _train(model, opt, _batches(4), _mse, scaler=scaler)
+    assert history["loss_scaled"].tolist() == [float(how == "scaler")] * 4
 
 
 def test_grad_scaler_skips_are_marked_and_are_not_faults():
