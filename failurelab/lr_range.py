@@ -118,12 +118,13 @@ def suggest(table: pd.DataFrame, diverged: float | None = None,
        sustains sits below the edge the sweep touched for a moment.  SGD's steps shrink
        with the gradient as training converges, which steadies it near the edge; Adam's
        and RMSprop's are normalised and do not shrink, so they need the wider margin
-       (measured: GRU + Adam at a fifth of its minimum, 14x its tuned rate, trained on
-       one rate and stalled at 1% above it; SGD at a tenth undershot in two families).  The steepest descent is
-       still reported (sought within SEARCH_DECADES below the minimum: the sweep's
-       progress there is ~1 % of the total) and usually lies a factor 1.3-7 below the
-       minimum, so the suggestion is the course's "a third to a tenth of the fastest
-       descent" or a little above it.
+       (measured: GRU + Adam at a fifth of its minimum, 14x its tuned rate, removed
+       0.55 of the tuned run's loss drop at 0.140 and 0.40 at 0.141, the edge itself;
+       SGD at a tenth stalled in two families).  The steepest descent is still
+       reported (sought within SEARCH_DECADES below the minimum: the sweep's progress
+       there is ~1 % of the total) and usually lies a factor 1.3-7 below the minimum,
+       so the suggestion is the course's "a third to a tenth of the fastest descent"
+       or a little above it.
     """
     lr = table["lr"].to_numpy(float)
     loss = table["loss"].to_numpy(float)
