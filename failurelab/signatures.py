@@ -166,8 +166,7 @@ class Signature:
                             if c.role == "effect"] or [min(CAP, min(margins))]
         score = min(graded)
         parts = [c.describe(values[c.quantity], lang) + ("" if fired or m >= 0 else " ✗")
-                 for c, m in zip(self.conditions, margins)
-                 if c.required or values[c.quantity] == values[c.quantity]]
+                 for c, m in zip(self.conditions, margins) if _worth_saying(c, m, values)]
         measured = AND.pick(lang).join(parts)
         sentence = VERDICT.say(lang, measured=measured, verdict=self.says(lang)) if fired \
             else measured
@@ -223,6 +222,16 @@ def side_by_side(fault: str, signature: Signature, faulty: pd.DataFrame,
                      c.margin(base.values[c.quantity]) >= 0, c.text("why", lang))
                  for c in signature.conditions)
     return rows, mine.fired, base.fired
+
+
+def _worth_saying(condition: Condition, margin: float, values: dict[str, float]) -> bool:
+    """A sentence names the measured evidence for a fault and whatever blocks it.  A
+    guard that passes only rules a look-alike out; listing every one ("non-finite losses
+    0 and parameters outside the optimizer 0 and ...") buries the mechanism, so a guard
+    is said only when it fails.  `check`, `signature()` and the report show them all."""
+    if condition.role == "guard" and margin >= 0:
+        return False
+    return condition.required or not math.isnan(values[condition.quantity])
 
 
 YES, NO = Text("yes", "是"), Text("no", "否")
