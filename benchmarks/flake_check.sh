@@ -23,7 +23,8 @@ BUSY=""
 
 start_busy() { "$PYTHON" -c 'while True: pass' & BUSY=$!; }
 stop_busy() { if [ -n "$BUSY" ]; then kill "$BUSY" 2>/dev/null; wait "$BUSY" 2>/dev/null; BUSY=""; fi; }
-trap stop_busy EXIT INT TERM
+trap stop_busy EXIT
+trap 'stop_busy; exit 130' INT TERM  # an interrupted check stops, not just its busy loop
 
 failed=0
 tests() {  # $1: label
