@@ -157,8 +157,6 @@ def test_every_observed_experiment_has_an_explain_cell_after_it(path):
     observed = [(m.group(1) or f"{m.group(2)}.key", i) for i, source in enumerate(code)
                 for m in OBSERVED.finditer(source)]
     for name, at in observed:
-        if name == '"demo-baseline"':  # notebook 00's worked demo: nothing to explain
-            continue
         later = [source for source in code[at + 1:] if f"ws.explain({name}," in source]
         assert later, f"{path.name}: {name} is observed but has no ws.explain cell after it"
 
