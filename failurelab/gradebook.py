@@ -55,7 +55,8 @@ class Gradebook:
         return fault_statistics(self.students)
 
     def confusions(self) -> pd.DataFrame:
-        """(part, truth, predicted) -> how many students confused them, most first."""
+        """(part, truth, predicted) -> how many students confused them: the causes, then
+        the shapes, each most first (one group per part, so a page shows it once)."""
         return confusion_counts(self.students)
 
     def to_csv(self, path: str | os.PathLike) -> list[Path]:
@@ -202,7 +203,7 @@ def confusion_counts(students) -> pd.DataFrame:
         if row["cause_correct"] is False:
             counts[("cause", fault or "unexplained", row["predicted_cause"])] += 1
     rows = [(part, truth, guess, n) for (part, truth, guess), n in
-            sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+            sorted(counts.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1:]))]
     return pd.DataFrame(rows, columns=["part", "truth", "predicted", "students"]).set_index(
         "part")
 

@@ -58,8 +58,9 @@ def html_table(frame: pd.DataFrame, caption: str | None = None, *, compact: bool
     rows, previous = [], object()
     for label, row in zip(frame.index, frame.itertuples(index=False)):
         group = "" if label == previous else ";border-top:1px solid #999"  # a new experiment
-        cells = "".join(f'<td style="{cell}{group}{";" + cell_css(v) if cell_css else ""}">'
-                        f"{_escape(v)}</td>" for v in row)
+        cells = "".join(f'<td style="{cell}{group}{_width(v, compact)}'
+                        f'{";" + cell_css(v) if cell_css else ""}">{_escape(v)}</td>'
+                        for v in row)
         shown = "" if label == previous else _escape(label)  # a repeated label shows once
         rows.append(f'<tr><th style="{cell}{group};font-weight:600;white-space:nowrap">'
                     f"{shown}</th>{cells}</tr>")
@@ -68,6 +69,17 @@ def html_table(frame: pd.DataFrame, caption: str | None = None, *, compact: bool
     table = '<table class="failurelab" style="border-collapse:collapse;table-layout:auto">'
     return (f'{table}{top}<thead><tr>{"".join(heads)}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
+
+
+LONG = 120  # characters: a paragraph, not a label
+LONG_WIDTH = ";min-width:13em"
+
+
+def _width(value, compact: bool) -> str:
+    """A paragraph-long cell keeps a readable width: squeezed to the table's share of the
+    page it became a column one word wide, many times taller than the other cells (a
+    wide table scrolls sideways in a notebook instead)."""
+    return LONG_WIDTH if not compact and isinstance(value, str) and len(value) > LONG else ""
 
 
 def page(title: str, body: str, lang: str | None = None) -> str:
