@@ -103,8 +103,13 @@ def test_histories_without_the_newer_columns_are_diagnosed():
 
 
 def test_evidence_reads_as_words_and_numbers():
-    text = fl.diagnose(cached_run(fl.inject(fl.baseline(), "no_zero_grad"), 0)).causes[0][2]
-    assert "x its step-0 value" in text and "since step 0" not in text
+    fault, faulty = fl.FAULTS["no_zero_grad"], fl.inject(fl.baseline(), "no_zero_grad")
+    probe = cached_run(fault.distinguishing(faulty), 0)
+    text = fault.outcome.evaluate(fault.name, probe.history).sentence
+    assert "x its step-0 value" in text and "since step 0" not in text  # not "... 0246"
+    diagnosed = fl.diagnose(cached_run(faulty, 0)).causes[0][2]
+    assert "gradient turn" in diagnosed and "parameters outside" not in diagnosed  # a
+    #      passing guard is not evidence, and only check/signature() list it
     tabular = fl.diagnose(cached_run(fl.inject(fl.baseline(), "shuffled_labels"), 0))
     assert "attention on pads" not in tabular.causes[0][2]
     assert "not measured" not in tabular.causes[0][2]
