@@ -27,6 +27,12 @@ NAN = math.nan
 EARLY = 0.05  # the first 5% of the steps (at least MIN_WINDOW) is "the start"
 LATE = 0.2  # the last 20% of the steps is "the end"
 MIN_WINDOW = 5
+# A loss a thousand times its start has blown up (healthy runs peak below 1.3 times
+# it): the gradients after that measure the wreckage (weights and activations in
+# overflow territory, directions set by a few huge entries), not the training that led
+# there.  Not lower: a forgotten zero_grad passes 100x with its gradients still
+# parallel (the lab's tabular run reaches 386x with a cosine of 1).
+BLOWUP = 1000
 
 
 def _finite(s: pd.Series) -> pd.Series:
@@ -192,7 +198,7 @@ def first_nonfinite(h):
 
 def grad_cosine_end(h):
     """Median cosine of consecutive gradients over the last 20% of the steps before the
-    loss turned non-finite: ~1 when every step repeats the previous direction
+    loss blew up (`_before_blowup`): ~1 when every step repeats the previous direction
     (accumulating), ~0.3 for healthy SGD noise.  Steps after a blow-up measure the
     wreckage, not the training."""
     h = _stepped(_before_blowup(h))
@@ -200,12 +206,17 @@ def grad_cosine_end(h):
 
 
 def _before_blowup(h: pd.DataFrame) -> pd.DataFrame:
-    """The rows before the first non-finite loss (all rows if it stayed finite)."""
+    """The rows before the loss blew up: its first non-finite value, or the first 5-step
+    mean above BLOWUP times the initial loss (all rows if neither happened)."""
     if "loss" not in h:
         return h
-    bad = ~np.isfinite(h["loss"].to_numpy(dtype=float))
-    return h.iloc[:bad.argmax()] if bad.any() and bad.argmax() > 0 else h
-
+    loss = h["loss"].to_numpy(dtype=float)
+    bad = ~np.isfinite(loss)
+    start = loss_start(h)
+    if start > 0:
+        bad |= pd.Series(loss).rolling(MIN_WINDOW).mean().to_numpy() > BLOWUP * start
+    first = int(bad.argmax())
+    return h.iloc[:first] if bad.any() and first > 0 else h
 
 
 def grad_turn_end(h):

@@ -34,6 +34,8 @@ NO_ZERO_GRAD = Fault(
                    "范数上升 10 倍以上，相邻梯度仍然平行），运行照样爆炸，只是晚一些。如果是学习率的问题"
                    "，曲线本该平稳下来。",
         fix="每一步调用一次 optimizer.zero_grad()，放在 loss.backward() 之前。"),
+    # a sum of parallel gradients under momentum ends as an exploding gradient
+    explains=("exploding_gradients",),
     edit=(Set("zero_grad", False),),
     repair=(Set("zero_grad", True),),
     probe=(Scale("lr", 0.1),),
