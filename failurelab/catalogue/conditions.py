@@ -43,6 +43,11 @@ CALM = C("loss_peak_ratio", False, 1.5, "loss peak over start",
          "first is a different failure)", role="guard",
          label_zh="损失峰值与初始值之比",
          why_zh="损失从未比起点高出一半（先跳到那里的运行是另一种失败）")
+ROSE = C("loss_peak_ratio", True, 1.5, "loss peak over start",
+        "the loss rose by half above where it started; no healthy run of any family or "
+        "optimizer peaks past 1.3 times its start", role="guard",
+        label_zh="损失峰值与初始值之比",
+        why_zh="损失比起点高出了一半；任何家族、任何优化器的健康运行，峰值都不超过起点的 1.3 倍")
 FINITE = C("nonfinite_losses", False, 0.5, "non-finite losses", "the loss stayed finite",
            log=False, role="guard",
            label_zh="非有限损失",
