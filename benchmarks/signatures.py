@@ -135,11 +135,14 @@ def _edge(c, healthy: list) -> str:
     return f"{_range([v for v, _ in measured])} (edge: {family})"
 
 
-def _condition_row(c, healthy: list, own: list) -> str:
+def _condition_row(c, admitted: list, own: list, population: list) -> str:
+    """One condition; where the route's guards admit no healthy run, the whole healthy
+    population's range shows why (and the threshold stays physical)."""
     sign = "≥" if c.above else "≤"
     physical = c.threshold if c.physical is None else c.physical
+    healthy = _edge(c, admitted) if admitted else f"none admitted; all: {_edge(c, population)}"
     return (f"| {c.role} | {c.label} (`{c.quantity}`) | {sign} {fmt(physical)} | "
-            f"{sign} {fmt(c.threshold)} | {_edge(c, healthy)} | "
+            f"{sign} {fmt(c.threshold)} | {healthy} | "
             f"{_range([r.values.get(c.quantity, math.nan) for r in own])} | {c.why} |")
 
 
@@ -195,15 +198,15 @@ def render(faults, healthy, lab, description, seconds) -> str:
         out.append(f"## `{name}` ({fault.task}): {fault.title}\n")
         for i, signature in enumerate(fault.signatures):
             if i:
-                out.append("Another route to the same cause, for loops that record its "
-                           "columns (the stronger route that fires counts):\n")
+                out.append("Another route to the same cause (where both fire, the "
+                           "stronger counts):\n")
             admitted = [r for r in healthy if signature.guards_hold(r.values)]
             out += [f"Verdict when it fires: {signature.verdict} (healthy runs its guards "
                     f"admit, which its thresholds are calibrated past: {len(admitted)} of "
                     f"{len(healthy)})\n",
                     "| role | quantity | physical | calibrated | healthy population | "
                     "faulty lab runs | why |", "|---|---|---|---|---|---|---|"]
-            out += [_condition_row(c, admitted, own) for c in signature.conditions]
+            out += [_condition_row(c, admitted, own, healthy) for c in signature.conditions]
             out.append("")
     out.append("## Causes of the course not in the catalogue, and why\n\n"
                "| cause | what was tried, and what was measured | why it is not a fault "
