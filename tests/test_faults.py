@@ -1,7 +1,9 @@
 """The fault catalogue: every signature reproduces, no signature fires on a healthy run,
 every fix heals and every distinguishing experiment gives its documented outcome.
 
-Default run: seeds 0-4.  `pytest -m slow` adds seeds 5-9."""
+Default run: seeds 0-2.  `pytest -m slow` adds seeds 3-9.  (`failurelab verify`, the
+README's first command, checks every signature and both baselines on seeds 0-9 too, so
+the default run keeps to three seeds to leave CI its margin.)"""
 
 import pytest
 from runs_cache import cached_run
@@ -10,8 +12,8 @@ import failurelab as fl
 from failurelab.faults import FAMILIES, PHENOMENA, SHAPES
 
 FAULT_NAMES = list(fl.FAULTS)
-SEEDS = [0, 1, 2, 3, 4]
-SLOW_SEEDS = [5, 6, 7, 8, 9]
+SEEDS = [0, 1, 2]
+SLOW_SEEDS = [3, 4, 5, 6, 7, 8, 9]
 fast_and_slow = [pytest.param(s) for s in SEEDS] + [
     pytest.param(s, marks=pytest.mark.slow) for s in SLOW_SEEDS]
 
