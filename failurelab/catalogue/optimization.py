@@ -8,6 +8,15 @@ from ..signatures import Condition as C
 from ..signatures import Signature
 from .conditions import ALL_CONNECTED, ALL_OPTIMIZED, CALM, FINITE, GRADIENTS_FLOW, LEARNS, ROSE, UNHEALTHY
 
+OVERSIZED_STEPS = C(
+    "update_ratio_start", True, 0.1, "update ratio of the first steps",
+    "a step that moves the weights by a tenth of their norm overshoots any curvature the "
+    "initialised model has; adaptive optimizers take large first steps too, so calibration "
+    "moves the line past every healthy run of every optimizer that a route admits",
+    label_zh="最初几步的更新比",
+    why_zh="让权重移动其范数十分之一的一步，会越过刚初始化的模型所具有的任何曲率；自适应优化器最初的步子也很"
+           "大，所以校准把这条线移到某条路径所接纳的每种优化器的每个健康运行之外")
+
 HUGE_LR = Fault(
     name="huge_lr",
     title="Learning rate 30x too large",
@@ -39,14 +48,7 @@ HUGE_LR = Fault(
     # seeds keep swinging ("oscillating").
     other_shapes=("plateau", "oscillating"),
     signature=Signature((
-        C("update_ratio_start", True, 0.1, "update ratio of the first steps",
-          "a step that moves the weights by a tenth of their norm overshoots any "
-          "curvature the initialised model has; adaptive optimizers take large first "
-          "steps too, which is why calibration sets the line past every healthy run "
-          "of every optimizer",
-          label_zh="最初几步的更新比",
-          why_zh="让权重移动其范数十分之一的一步，会越过刚初始化的模型所具有的任何曲率；自适应优化器最初的步"
-                 "子也很大，所以校准把这条线放在每种优化器的每个健康运行之外"),
+        OVERSIZED_STEPS,
     ), "steps are far too large for the loss surface - divide the rate by 10",
        verdict_zh="步子相对于损失曲面太大了：把学习率除以 10"),
     # Adaptive optimizers' healthy first steps reach a tenth of the weights' norm, so
@@ -55,11 +57,7 @@ HUGE_LR = Fault(
     # run does) after first steps of that size.  No healthy run passes this route's
     # guard, so it keeps the physical line.
     also=(Signature((
-        C("update_ratio_start", True, 0.1, "update ratio of the first steps",
-          "a step that moves the weights by a tenth of their norm overshoots any "
-          "curvature the initialised model has",
-          label_zh="最初几步的更新比",
-          why_zh="让权重移动其范数十分之一的一步，会越过刚初始化的模型所具有的任何曲率"),
+        OVERSIZED_STEPS,
         ROSE,
     ), "steps this large made the loss climb above its start - divide the rate by 10",
        verdict_zh="这么大的步子让损失爬到了起点之上：把学习率除以 10"),),
