@@ -20,6 +20,8 @@ from .text import language
 CELL = ("text-align:left;vertical-align:top;white-space:pre-wrap;overflow-wrap:break-word;"
         "padding:4px 8px;border-bottom:1px solid #ddd;min-width:4em;max-width:28em")
 HEAD = CELL + ";font-weight:600;background:#f3f3f3;border-bottom:2px solid #999"
+LONG = 120  # characters: a paragraph, not a label, which keeps LONG_WIDTH (see _width)
+LONG_WIDTH = ";min-width:13em"
 # A compact table (a gradebook: many short columns) reads its headers upwards.
 COMPACT_CELL = ("text-align:left;vertical-align:top;white-space:nowrap;padding:3px 6px;"
                 "border-bottom:1px solid #ddd")
@@ -69,10 +71,6 @@ def html_table(frame: pd.DataFrame, caption: str | None = None, *, compact: bool
     table = '<table class="failurelab" style="border-collapse:collapse;table-layout:auto">'
     return (f'{table}{top}<thead><tr>{"".join(heads)}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
-
-
-LONG = 120  # characters: a paragraph, not a label
-LONG_WIDTH = ";min-width:13em"
 
 
 def _width(value, compact: bool) -> str:
