@@ -345,6 +345,67 @@ class Activations(Instrument):
             out[f"_act_alive/{name}"] = list(alive.numpy())
 
 
+class Carried(Instrument):
+    """Did this step's gradient start from an empty `.grad`?
+
+    A hook on one parameter runs in every backward pass, before the new gradient is
+    added, and looks at what `.grad` already holds.  A loop that zeroes its gradients
+    once per step finds it empty (None or zeros) at some backward of every step,
+    whatever else it does to them (clipping, loss scaling, micro-batches, a second
+    loss, any optimizer); a loop that forgot `zero_grad` never does, because every
+    backward adds to the sum of all earlier ones.  One parameter tells: zeroing (or
+    forgetting to) treats every parameter of the optimizer alike.  The hook is
+    placed on the last trainable parameter, usually the output layer's bias: reached
+    by every backward and cheap to count."""
+
+    name = "gradients carried over"
+    columns = ("grad_carried",)
+
+    def __init__(self, param: torch.Tensor):
+        self.param = param
+        self._reset()
+
+    def _reset(self) -> None:
+        self.seen = False  # a backward reached the parameter this step
+        self.cleared = False  # ...and found `.grad` empty at least once
+        self.counts: list = []  # non-zero entries found in `.grad`, as 0-d tensors
+
+    def see(self) -> None:
+        self.seen = True
+        if self.cleared:
+            return
+        held = self.param.grad
+        if held is None:
+            self.cleared = True
+        elif held.is_sparse:
+            self.cleared = held._nnz() == 0
+        else:
+            self.counts.append(torch.count_nonzero(held))  # no sync: read per chunk
+
+    def take(self, unbatched: bool):
+        payload = None if not self.seen else 0 if self.cleared else self.counts
+        self._reset()
+        return payload
+
+    def compute(self, payloads):
+        """1 where every backward of the step found a gradient already there, 0 where
+        one found it empty, NaN where no backward reached the parameter."""
+        counts = [c for p in payloads if isinstance(p, list) for c in p]
+        found = iter(torch.stack(counts).gt(0).tolist() if counts else [])
+        values = []
+        for p in payloads:
+            if p is None:
+                values.append(_NAN)
+            elif isinstance(p, list):
+                values.append(float(all([next(found) for _ in p])))
+            else:
+                values.append(0.0)
+        return {"grad_carried": values}
+
+    def forget(self) -> None:
+        self._reset()
+
+
 @dataclass(slots=True, frozen=True)
 class Reduced:
     """A large activation output reduced in its hook: (1, 3) sums, its shape, and for

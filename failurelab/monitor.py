@@ -10,7 +10,9 @@ step.  Everything else comes from hooks it adds, and removes on `close()`:
 * a forward pre-hook on the model sees the input batch, a forward hook the output,
   and a hook on the output tensor sees the gradient arriving there (float16 flushes
   tiny values to 0);
-* forward hooks on every Sigmoid / Tanh / ReLU module see its output.
+* forward hooks on every Sigmoid / Tanh / ReLU module see its output;
+* a hook on the last trainable parameter sees, in each backward pass, whether `.grad`
+  was emptied since the last step (`grad_carried`: 1 when it never was).
 
 Only forward passes that build a graph are observed, so an evaluation under
 `torch.no_grad()` between steps does not overwrite the training batch's statistics.
@@ -42,8 +44,12 @@ ECONOMY_INTERVAL = PRESETS["economy"][1]
 CHUNK_STEPS = 32  # steps whose statistics are computed together
 CHUNK_BYTES = 64 * 2**20  # ...unless their pending copies would exceed this
 GLOBAL_COLUMNS = ("step", "loss", "grad_norm", "weight_norm", "update_norm", "update_ratio",
-                  "grad_cosine", "nonfinite", "zero_grad_frac", "lr", "param_lowp_frac",
-                  "unoptimized_params", "step_skipped", "dropout_rate", "loss_scaled")
+                  "grad_cosine", "nonfinite", "zero_grad_frac", "grad_carried", "lr",
+                  "param_lowp_frac", "unoptimized_params", "step_skipped", "dropout_rate",
+                  "loss_scaled")
+# What `record` itself measures, in the order of `_Step.state`.
+STATE_COLUMNS = ("lr", "param_lowp_frac", "unoptimized_params", "step_skipped",
+                 "dropout_rate", "loss_scaled")
 INPUT_COLUMNS = ins.Inputs.columns + ins.Outputs.columns
 _LOWP = (torch.float16, torch.bfloat16)
 _DROPOUTS = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
@@ -60,8 +66,7 @@ class _Step:
 
     loss: float
     payloads: dict  # instrument -> its payload for this step
-    state: tuple  # lr, param_lowp_frac, unoptimized_params, step_skipped, dropout_rate,
-    #               loss_scaled
+    state: tuple  # the values of STATE_COLUMNS
     extra: dict[str, float]
     shapes: tuple  # steps stack together only if their forward tensors match
 
@@ -101,22 +106,26 @@ class Monitor:
                                           "layers" in groups, self._interval)
         self._handles = ([optimizer.register_step_pre_hook(self._before_step)]
                          if hook_optimizer else [])
-        self._forward: list[ins.Instrument] = []
+        # instruments fed by hooks in the forward or backward pass, one payload per step
+        self._carried = ins.Carried(self._params[-1])
+        self._hooked: list[ins.Instrument] = [self._carried]
+        self._handles.append(self._params[-1].register_hook(self._saw_backward))
         self._inputs = None
         if "inputs" in groups:
             self._inputs, self._outputs = ins.Inputs(), ins.Outputs(self._stop)
-            self._forward += [self._inputs, self._outputs]
+            self._hooked += [self._inputs, self._outputs]
             self._handles += [model.register_forward_pre_hook(self._see_input, with_kwargs=True),
                               model.register_forward_hook(self._see_output)]
         if "activations" in groups:
             self._hook_activations(model)
-        self._all = [self._parameters, *self._forward]
+        self._all = [self._parameters, *self._hooked]
         self._rank, self._world = distributed.world()
         self._other_ranks = other_ranks
-        for instrument in self._forward:
+        for instrument in self._hooked:
             instrument.partials = self._world > 1
         self._table = Table(list(GLOBAL_COLUMNS) + [c for i in self._all for c in i.columns
-                                                    if c not in GLOBAL_COLUMNS and c[0] != "_"])
+                                                    if c not in GLOBAL_COLUMNS and c[0] != "_"],
+                            STATE_COLUMNS)
         self._pending: list[_Step] = []
         self._stepped = False  # has the optimizer stepped since the last record?
         self._count = 0  # steps recorded so far
@@ -133,7 +142,7 @@ class Monitor:
             kind = ins.activation_kind(module)
             if kind:
                 instrument = ins.Activations(name, kind)
-                self._forward.append(instrument)
+                self._hooked.append(instrument)
                 self._handles.append(module.register_forward_hook(self._saver(instrument)))
 
     # --- hooks: each one guarded, so no failure reaches the user's loop ---------------
@@ -165,6 +174,14 @@ class Monitor:
 
     def _see_output(self, module, args, output) -> None:
         self._guarded(self._outputs, output)
+
+    def _saw_backward(self, grad) -> None:
+        """A backward pass reached the watched parameter (its gradient not yet added)."""
+        if self._carried not in self._off:
+            try:
+                self._carried.see()
+            except Exception as exc:  # noqa: BLE001 - never fail inside the user's backward
+                self._stop(self._carried, exc)
 
     def _saver(self, instrument: ins.Activations):
         def save(module, args, output) -> None:
@@ -247,7 +264,7 @@ class Monitor:
             except Exception as exc:  # noqa: BLE001
                 self._stop(self._parameters, exc)
         unbatched = self._unbatched()
-        for instrument in self._forward:
+        for instrument in self._hooked:
             if instrument not in self._off:
                 try:
                     payload = payloads[instrument] = instrument.take(unbatched)
@@ -327,7 +344,7 @@ class Monitor:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
-        for instrument in self._forward:
+        for instrument in self._hooked:
             instrument.forget()
         self._closed = True
 

@@ -11,13 +11,18 @@ import math
 import pandas as pd
 
 _NAN = float("nan")
-NONFINITE, STATE = 7, slice(9, 15)  # positions fixed by GLOBAL_COLUMNS
 
 
 class Table:
-    def __init__(self, columns: list[str]):
+    """`columns` must include "step", "loss", "nonfinite" and every name in `state`:
+    the per-record values (`_Step.state`, in that order) that `record` fills itself."""
+
+    def __init__(self, columns: list[str], state: tuple[str, ...]):
         self.columns = list(columns)
         self.index = {c: i for i, c in enumerate(self.columns)}
+        self._nonfinite = self.index["nonfinite"]
+        self._state = [self.index[c] for c in state]
+        self._skipped = state.index("step_skipped")
         self.rows: list[list[float]] = []
         self.partials: list[dict] = []  # per row: the sums a distributed merge needs
         self._frame: pd.DataFrame | None = None
@@ -28,10 +33,11 @@ class Table:
         for i, step in enumerate(steps):
             row = [_NAN] * len(self.columns)
             row[0], row[1] = len(self.rows) + i, step.loss
-            row[NONFINITE] = 0.0 if math.isfinite(step.loss) else 1.0  # the loss's share
-            row[STATE] = step.state
+            row[self._nonfinite] = 0.0 if math.isfinite(step.loss) else 1.0  # the loss's share
+            for j, value in zip(self._state, step.state):
+                row[j] = value
             rows.append(row)
-        return rows, [{"_loss_nonfinite": row[NONFINITE]} for row in rows]
+        return rows, [{"_loss_nonfinite": row[self._nonfinite]} for row in rows]
 
     def fill(self, rows, steps, values: dict[str, list], partials: list[dict]) -> None:
         """One instrument's values.  A row whose step was skipped (no optimizer step)
@@ -46,11 +52,11 @@ class Table:
             j = self.index[column]
             skip_update = column.startswith("update_")
             for row, step, value in zip(rows, steps, column_values):
-                row[j] = _NAN if skip_update and step.state[3] else value
+                row[j] = _NAN if skip_update and step.state[self._skipped] else value
         if bad is not None:
             for row, step, count in zip(rows, steps, bad):
-                if not step.state[3] and count == count:
-                    row[NONFINITE] += count
+                if not step.state[self._skipped] and count == count:
+                    row[self._nonfinite] += count
 
     def append(self, rows, steps, partials, keep_partials: bool) -> None:
         for row, step in zip(rows, steps):

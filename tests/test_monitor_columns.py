@@ -238,3 +238,72 @@ def test_a_model_without_dropout_records_zero():
     model = nn.Linear(4, 3)
     h = _train(model, torch.optim.SGD(model.parameters(), lr=0.01), _batches(3), _mse)
     assert (h["dropout_rate"] == 0).all()
+
+
+def _carried(zero: str, *, steps=12, accum=1, clip=0.0, set_to_none=True, scaler=False,
+             preset="full"):
+    """grad_carried of a small loop that zeroes its gradients `zero`: "each" step before
+    the forward, "after" each step, "epoch" (every 4th step) or "never"."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    amp = torch.amp.GradScaler("cpu", enabled=scaler)
+    g = torch.Generator().manual_seed(1)
+    with fl.Monitor(model, opt, preset=preset) as mon:
+        for step in range(steps):
+            if zero == "each" or (zero == "epoch" and step % 4 == 0):
+                opt.zero_grad(set_to_none=set_to_none)
+            for _ in range(accum):
+                x, y = torch.randn(16, 4, generator=g), torch.randint(0, 3, (16,), generator=g)
+                amp.scale(nn.functional.cross_entropy(model(x), y) / accum).backward()
+            if clip:
+                amp.unscale_(opt)
+                nn.utils.clip_grad_norm_(model.parameters(), clip)
+            amp.step(opt)
+            amp.update()
+            if zero == "after":
+                opt.zero_grad()
+            mon.record(1.0)
+        return mon.history["grad_carried"].tolist()
+
+
+@pytest.mark.parametrize("habits", [{}, {"set_to_none": False}, {"accum": 3}, {"clip": 1e-3},
+                                    {"scaler": True}, {"preset": "economy"}])
+@pytest.mark.parametrize("zero", ["each", "after"])
+def test_a_loop_that_zeroes_every_step_carries_no_gradient_over(zero, habits):
+    assert _carried(zero, **habits) == [0.0] * 12
+
+
+@pytest.mark.parametrize("habits", [{}, {"accum": 2}, {"clip": 1e-3}, {"set_to_none": False}])
+def test_a_forgotten_zero_grad_carries_every_steps_gradient_into_the_next(habits):
+    assert _carried("never", **habits) == [0.0] + [1.0] * 11  # step 0 starts from None
+
+
+def test_zeroing_once_per_epoch_carries_into_the_other_steps_of_the_epoch():
+    assert _carried("epoch") == [0.0, 1.0, 1.0, 1.0] * 3
+
+
+def test_a_second_loss_before_zeroing_does_not_count_as_carried():
+    """A GAN-style loop: a first backward reaches the parameter before the loop zeroes
+    its gradients for the loss it steps on; the step still starts from empty."""
+    torch.manual_seed(0)
+    model = nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with fl.Monitor(model, opt) as mon:
+        for _ in range(6):
+            model(torch.randn(4, 3)).pow(2).mean().backward()  # e.g. a critic's loss
+            opt.zero_grad()
+            loss = model(torch.randn(4, 3)).sum()
+            loss.backward()
+            opt.step()
+            mon.record(loss)
+        assert mon.history["grad_carried"].tolist() == [0.0] * 6
+
+
+def test_a_step_without_backward_reaching_the_watched_parameter_is_nan():
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with fl.Monitor(model, opt) as mon:
+        opt.step()  # no backward at all
+        mon.record(0.0)
+        assert math.isnan(mon.history["grad_carried"].iloc[0])
