@@ -281,6 +281,19 @@ def grad_zero_steps(h):
     return float((g == 0).mean()) if g is not None and len(g) else NAN
 
 
+def grad_carried_share(h):
+    """Share of the steps after the first whose gradient never started from an empty
+    `.grad` (the Monitor's `grad_carried`): 0 in every loop that zeroes its gradients
+    each step, whatever else it does to them; about 1 when `zero_grad` is forgotten,
+    1 - 1/(steps per epoch) when it runs once per epoch.  The first step is left out:
+    set-up code (a test backward pass) may leave a gradient before the loop begins."""
+    s = _values(h, "grad_carried")
+    if s is None:
+        return NAN
+    later = s[h.loc[s.index, "step"] > 0] if "step" in h else s.iloc[1:]
+    return float(later.mean()) if len(later) >= MIN_WINDOW else NAN
+
+
 def unoptimized_max(h):
     """Most trainable parameters that received a gradient but sat in no optimizer param
     group (a model re-created after its optimizer, a layer added later): they never
@@ -517,6 +530,7 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
         nonfinite_losses, first_nonfinite, loss_swing, loss_spikiness, loss_persistence,
         unhealthy_curve, grad_norm_max, grad_cosine_end, grad_turn_end, grad_growth, grad_norm_rising,
         update_ratio_median, update_ratio_start, zero_grad_median, grad_zero_steps,
+        grad_carried_share,
         unoptimized_max, param_no_grad_share, first_layer_grad_share, weight_norm_change,
         saturation_median, dead_start, dead_end, input_absmax, input_scale_spread,
         batch_size_median, input_is_tokens, output_scale_start, output_grad_zero_median,

@@ -69,6 +69,22 @@ NO_ZERO_GRAD = Fault(
           why_zh="除非每个批次只有一个类别：未打乱的数据也会让相邻梯度平行（只在有标签列时检查）"),
     ), "the gradients are accumulating - is zero_grad() called every step?",
        verdict_zh="梯度在不断累加：每一步都调用了 zero_grad() 吗？"),
+    # The accumulation itself, seen where it happens: under clipping, or with Adam's
+    # normalised steps, the running sum need not stay parallel or grow.
+    also=(Signature((
+        C("grad_carried_share", True, 0.5, "share of steps whose gradient was never emptied",
+          "a loop that zeroes its gradients finds .grad empty at some backward pass of "
+          "every step (0 in every healthy run, with clipping, loss scaling and "
+          "micro-batches); a forgotten zero_grad() never does, and one that runs once "
+          "per epoch of n steps misses n - 1 of them",
+          log=False, unit=0.1,
+          label_zh="梯度从未被清空的步数比例",
+          why_zh="每一步都清零梯度的循环，在该步的某一次反向传播时会发现 .grad 是空的（所有健康运行中都为 "
+                 "0，包括梯度裁剪、损失缩放和微批次累加）；忘了 zero_grad() 的循环永远不会；每个 epoch "
+                 "只清零一次、每个 epoch 有 n 步的循环，有 n - 1 步没有清空"),
+    ), "every step's gradient was added to the last one's - is zero_grad() called every "
+       "step?",
+       verdict_zh="每一步的梯度都加在上一步的梯度上：每一步都调用了 zero_grad() 吗？"),),
     outcome=Signature((
         C("grad_cosine_end", True, 0.95, "gradient cosine",
           "still a running sum at a tenth of the rate", log=False, unit=0.01,
