@@ -346,27 +346,30 @@ class Activations(Instrument):
 
 
 class Carried(Instrument):
-    """Did this step's gradient start from an empty `.grad`?
+    """Did the gradient an optimizer step used start from an empty `.grad`?
 
     A hook on one parameter runs in every backward pass, before the new gradient is
     added, and looks at what `.grad` already holds.  A loop that zeroes its gradients
-    once per step finds it empty (None or zeros) at some backward of every step,
+    once per step finds it empty (None or zeros) at some backward before every step,
     whatever else it does to them (clipping, loss scaling, micro-batches, a second
     loss, any optimizer); a loop that forgot `zero_grad` never does, because every
-    backward adds to the sum of all earlier ones.  One parameter tells: zeroing (or
-    forgetting to) treats every parameter of the optimizer alike.  The hook is
-    placed on the last trainable parameter, usually the output layer's bias: reached
-    by every backward and cheap to count."""
+    backward adds to the sum of all earlier ones.  What the backward passes found is
+    closed at each optimizer step, so a loop that records once per micro-batch (a
+    misuse) still reads one value per step.  One parameter tells: zeroing (or
+    forgetting to) treats every parameter of the optimizer alike.  The hook sits on
+    the last trainable parameter, usually the output layer's bias: reached by every
+    backward and cheap to count."""
 
     name = "gradients carried over"
     columns = ("grad_carried",)
 
     def __init__(self, param: torch.Tensor):
         self.param = param
+        self.stepped = None  # what the backward passes before the last step found
         self._reset()
 
     def _reset(self) -> None:
-        self.seen = False  # a backward reached the parameter this step
+        self.seen = False  # a backward reached the parameter since the last step
         self.cleared = False  # ...and found `.grad` empty at least once
         self.counts: list = []  # non-zero entries found in `.grad`, as 0-d tensors
 
@@ -382,14 +385,20 @@ class Carried(Instrument):
         else:
             self.counts.append(torch.count_nonzero(held))  # no sync: read per chunk
 
-    def take(self, unbatched: bool):
-        payload = None if not self.seen else 0 if self.cleared else self.counts
+    def at_step(self) -> None:
+        """The optimizer is stepping: close what its gradient was built from."""
+        self.stepped = None if not self.seen else 0 if self.cleared else self.counts
         self._reset()
+
+    def take(self, unbatched: bool):
+        """At `record`: the last step's finding (None when no step ran since the last
+        record, or no backward reached the parameter before it)."""
+        payload, self.stepped = self.stepped, None
         return payload
 
     def compute(self, payloads):
-        """1 where every backward of the step found a gradient already there, 0 where
-        one found it empty, NaN where no backward reached the parameter."""
+        """1 where every backward before the step found a gradient already there, 0
+        where one found it empty, NaN where there was no step or no backward."""
         counts = [c for p in payloads if isinstance(p, list) for c in p]
         found = iter(torch.stack(counts).gt(0).tolist() if counts else [])
         values = []
@@ -403,6 +412,7 @@ class Carried(Instrument):
         return {"grad_carried": values}
 
     def forget(self) -> None:
+        self.stepped = None
         self._reset()
 
 

@@ -147,6 +147,11 @@ class Monitor:
 
     # --- hooks: each one guarded, so no failure reaches the user's loop ---------------
     def _before_step(self, optimizer, args, kwargs) -> None:
+        if self._carried not in self._off:
+            try:
+                self._carried.at_step()
+            except Exception as exc:  # noqa: BLE001 - containment is the point
+                self._stop(self._carried, exc)
         try:
             self._lr = ins.first_lr(optimizer)
             self._scaled = 1.0 if ins.stepped_by_grad_scaler() else 0.0

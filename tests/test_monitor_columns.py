@@ -307,3 +307,23 @@ def test_a_step_without_backward_reaching_the_watched_parameter_is_nan():
         opt.step()  # no backward at all
         mon.record(0.0)
         assert math.isnan(mon.history["grad_carried"].iloc[0])
+
+
+def test_recording_each_micro_batch_still_reads_one_value_per_step():
+    """A misuse (record after every micro-batch) must not make the later micro-batches
+    look like a forgotten zero_grad: the finding belongs to the optimizer step."""
+    torch.manual_seed(0)
+    model = nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.warns(fl.monitor.MonitorWarning), fl.Monitor(model, opt) as mon:
+        for _ in range(4):
+            opt.zero_grad()
+            for micro in range(3):
+                loss = model(torch.randn(4, 3)).sum()
+                loss.backward()
+                if micro == 2:
+                    opt.step()
+                mon.record(loss)
+        carried = mon.history["grad_carried"].tolist()
+    assert carried[2::3] == [0.0] * 4  # the stepped rows
+    assert all(math.isnan(v) for i, v in enumerate(carried) if i % 3 != 2)
