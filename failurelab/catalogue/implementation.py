@@ -82,6 +82,7 @@ NO_ZERO_GRAD = Fault(
           why_zh="每一步都清零梯度的循环，在该步的某一次反向传播时会发现 .grad 是空的（所有健康运行中都为 "
                  "0，包括梯度裁剪、损失缩放和微批次累加）；忘了 zero_grad() 的循环永远不会；每个 epoch "
                  "只清零一次、每个 epoch 有 n 步的循环，有 n - 1 步没有清空"),
+        ALL_OPTIMIZED,  # an optimizer holding other tensors zeroes those, not these
     ), "every step's gradient was added to the last one's - is zero_grad() called every "
        "step?",
        verdict_zh="每一步的梯度都加在上一步的梯度上：每一步都调用了 zero_grad() 吗？"),),
