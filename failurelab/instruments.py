@@ -212,15 +212,22 @@ class Inputs(Instrument):
 
 
 class Outputs(Instrument):
-    """The model's output and the gradient arriving at it."""
+    """The model's output and the gradient arriving at it.
+
+    The gradient also says how much the loss weighed the output's rows (`loss_weight`,
+    see `probes.loss_weights`), and its hook counts the backward passes through the
+    output before each optimizer step (`output_backwards`): gradient accumulation over
+    k micro-batches takes k, and each micro-batch's loss must then weigh 1/k."""
 
     name = "outputs"
     columns = ("output_std", "output_grad_zero_frac", "output_grad_min", "output_prob_frac",
-               "output_logprob_frac", "output_nonfinite")
+               "output_logprob_frac", "output_nonfinite", "loss_weight", "output_backwards")
 
     def __init__(self, report):
         self.report = report  # report(instrument, exc): the gradient hook runs in backward
         self.current = self.grad = None
+        self.backwards = 0  # gradients that reached an output since the last step
+        self.stepped = None  # how many the last optimizer step was built from
 
     def see(self, output) -> None:
         if isinstance(output, torch.Tensor):
@@ -236,15 +243,21 @@ class Outputs(Instrument):
 
     def keep_grad(self, grad: torch.Tensor) -> None:
         self.grad = grad
+        self.backwards += 1
+
+    def at_step(self) -> None:
+        """The optimizer is stepping: close the count of backward passes it used."""
+        self.stepped, self.backwards = self.backwards, 0
 
     def take(self, unbatched: bool):
         out, grad, self.current, self.grad = self.current, self.grad, None, None
+        backwards, self.stepped = self.stepped, None
         if unbatched:
             out, grad = (t.unsqueeze(0) if t is not None else None for t in (out, grad))
-        return out, grad
+        return out, grad, backwards
 
     def shape(self, payload):
-        out, grad = payload
+        out, grad, _ = payload
         return (None if out is None else (out.shape, out.dtype),
                 None if grad is None else (grad.shape, grad.dtype))
 
@@ -256,16 +269,21 @@ class Outputs(Instrument):
         stacked = torch.stack(outs) if outs[0] is not None else None
         sums = probes.sums(stacked).tolist() if stacked is not None else nan
         kinds = probes.distribution_rows(stacked).tolist() if stacked is not None else nan
-        floor = (probes.zeros_and_floor(torch.stack(grads)).tolist() if grads[0] is not None
+        stacked_grads = torch.stack(grads) if grads[0] is not None else None
+        floor = (probes.zeros_and_floor(stacked_grads).tolist() if stacked_grads is not None
                  else nan)
+        weights = (probes.loss_weights(stacked, stacked_grads).tolist()
+                   if stacked is not None and stacked_grads is not None else [_NAN] * k)
         out = {c: [] for c in self.columns}
-        for y, (total, sq), (zero, low), (prob, logp) in zip(outs, sums, floor, kinds):
+        for y, (total, sq), (zero, low), (prob, logp), weight, (*_, backwards) in zip(
+                outs, sums, floor, kinds, weights, payloads):
             n = y.numel() if y is not None else 0
             bad = _NAN if y is None else 0
             if n and not math.isfinite(sq):  # non-finite or overflowed: count exactly
                 bad = probes.nonfinite_count(y)
             for c, value in zip(self.columns, (probes.std_of(total, sq, n), zero, low, prob,
-                                               logp, bad)):
+                                               logp, bad, weight,
+                                               _NAN if backwards is None else backwards)):
                 out[c].append(value)
         if self.partials and stacked is not None:
             rows = outs[0].numel() // (outs[0].shape[-1] if outs[0].dim() else 1)
@@ -276,6 +294,10 @@ class Outputs(Instrument):
                                 ("_out_grad_n", [grad_n] * k)):
                 out[key] = values
         return out
+
+    def forget(self) -> None:
+        self.current = self.grad = self.stepped = None
+        self.backwards = 0
 
 
 class Activations(Instrument):

@@ -46,12 +46,13 @@ CHUNK_BYTES = 64 * 2**20  # ...unless their pending copies would exceed this
 GLOBAL_COLUMNS = ("step", "loss", "grad_norm", "weight_norm", "update_norm", "update_ratio",
                   "grad_cosine", "nonfinite", "zero_grad_frac", "grad_carried", "lr",
                   "param_lowp_frac", "unoptimized_params", "step_skipped", "dropout_rate",
-                  "loss_scaled")
+                  "loss_scaled", "batchnorm_train")
 # What `record` itself measures, in the order of `_Step.state`.
 STATE_COLUMNS = ("lr", "param_lowp_frac", "unoptimized_params", "step_skipped",
-                 "dropout_rate", "loss_scaled")
+                 "dropout_rate", "loss_scaled", "batchnorm_train")
 INPUT_COLUMNS = ins.Inputs.columns + ins.Outputs.columns
 _LOWP = (torch.float16, torch.bfloat16)
+_BatchNorm = torch.nn.modules.batchnorm._BatchNorm  # BatchNorm1d/2d/3d, SyncBatchNorm
 _DROPOUTS = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
              torch.nn.AlphaDropout, torch.nn.FeatureAlphaDropout)
 _GATHERED = ("loss", "nonfinite", "batch_size", "input_absmax", "input_nonfinite",
@@ -101,6 +102,7 @@ class Monitor:
         optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
         self._unoptimized = [p for p in self._params if id(p) not in optimized]
         self._dropouts = [m for m in model.modules() if isinstance(m, _DROPOUTS)]
+        self._norms = [m for m in model.modules() if isinstance(m, _BatchNorm)]
         self._chunk = max(1, min(CHUNK_STEPS, CHUNK_BYTES // (16 * _numel(self._params))))
         self._parameters = ins.Parameters(self._params, [n for n, _ in named], self._chunk,
                                           "layers" in groups, self._interval)
@@ -119,6 +121,7 @@ class Monitor:
         if "activations" in groups:
             self._hook_activations(model)
         self._all = [self._parameters, *self._hooked]
+        self._stepping = [i for i in self._hooked if hasattr(i, "at_step")]  # read at steps
         self._rank, self._world = distributed.world()
         self._other_ranks = other_ranks
         for instrument in self._hooked:
@@ -147,11 +150,12 @@ class Monitor:
 
     # --- hooks: each one guarded, so no failure reaches the user's loop ---------------
     def _before_step(self, optimizer, args, kwargs) -> None:
-        if self._carried not in self._off:
-            try:
-                self._carried.at_step()
-            except Exception as exc:  # noqa: BLE001 - containment is the point
-                self._stop(self._carried, exc)
+        for instrument in self._stepping:  # close what the backward passes found
+            if instrument not in self._off:
+                try:
+                    instrument.at_step()
+                except Exception as exc:  # noqa: BLE001 - containment is the point
+                    self._stop(instrument, exc)
         try:
             self._lr = ins.first_lr(optimizer)
             self._scaled = 1.0 if ins.stepped_by_grad_scaler() else 0.0
@@ -242,7 +246,8 @@ class Monitor:
         if not stepped:
             self._lr = ins.first_lr(self._optimizer)
         state = (self._lr, self._lowp_share(), sum(p.grad is not None for p in self._unoptimized),
-                 0 if stepped else 1, self._dropout_rate(), self._scaled if stepped else _NAN)
+                 0 if stepped else 1, self._dropout_rate(), self._scaled if stepped else _NAN,
+                 float(any(m.training for m in self._norms)))
         payloads, shapes = self._take(stepped)
         step = _Step(loss_value, payloads, state, extra, shapes)
         if self._pending and shapes != self._pending[0].shapes:

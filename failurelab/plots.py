@@ -58,7 +58,8 @@ _SHOWS = {
     "activations": ("saturation_median", "dead_start", "dead_end"),
     "inputs": ("input_absmax", "input_scale_spread", "input_nonfinite_total",
                "input_is_tokens"),
-    "batches": ("batch_size_median", "label_purity_median"),
+    "batches": ("batch_size_median", "label_purity_median", "batchnorm_batch_median"),
+    "loss_weight": ("step_loss_weight", "loss_weight_median", "output_backwards_median"),
     "outputs": ("output_scale_start", "output_prob_share"),
     "output_gradient": ("output_grad_zero_median", "output_grad_floor", "float16_share",
                         "loss_scaled_share"),
@@ -264,6 +265,21 @@ def batches(runs, ax=None) -> Axes:
     ax = column(labelled, "label_purity", ax, log=False, ylabel="commonest label's share")
     ax.set_ylim(-0.02, 1.02)
     if ax.get_legend_handles_labels()[1]:  # one run too: the legend holds its batch size
+        _legend(ax)
+    return ax
+
+
+def loss_weight(runs, ax=None) -> Axes:
+    """The total weight each optimizer step's loss gave its samples (backward passes x
+    each one's `loss_weight`): exactly 1 for a mean over the step, k for k micro-batch
+    means never divided by k.  Drawn only where a softmax cross-entropy trains the
+    output (elsewhere the gradient does not tell)."""
+    weighed = {label: h.assign(step_loss_weight=h["loss_weight"] * h["output_backwards"])
+               if {"loss_weight", "output_backwards"} <= set(h.columns) else h
+               for label, h in _items(runs)}
+    ax = column(weighed, "step_loss_weight", ax, ylabel="loss weight per step")
+    ax.axhline(1.0, color=REFERENCE_COLOR, lw=0.8, ls=":", label="a mean over the step: 1")
+    if ax.get_legend_handles_labels()[1]:
         _legend(ax)
     return ax
 
@@ -502,7 +518,7 @@ def _keys(ax, items, names, shown_as, missing) -> None:
 FUNCTIONS = {f.__name__: f for f in (
     loss, gradients, update_ratio, activations, inputs, output_gradient, validation,
     accuracy, min_recall, eval_jitter, gradient_cosine, timing, padding, column, weights,
-    outputs, zero_gradients, batches)}
+    outputs, zero_gradients, batches, loss_weight)}
 
 
 def lr_range(result, ax=None) -> Axes:

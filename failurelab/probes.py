@@ -179,6 +179,31 @@ def distribution_rows(T: torch.Tensor, tol: float = 1e-3) -> torch.Tensor:
     return torch.stack([prob.float().mean(1), logprob.float().mean(1)], dim=1)
 
 
+def loss_weights(outputs: torch.Tensor, grads: torch.Tensor, tol: float = 1e-2) -> torch.Tensor:
+    """(k, ..., C) logits and the gradient that reached them → (k,): the total weight
+    the loss gave the rows (samples or tokens) of each step's output; NaN where the
+    gradient is not a softmax cross-entropy's.
+
+    A softmax cross-entropy with weight w on a row has gradient w (p - y) on its
+    logits, so the entries of a row sum to 0 and, over the classes whose gradient is
+    positive (every one but the true class), w = sum(g) / sum(p).  A mean over B rows
+    weighs each 1/B, 1 in total, with or without class weights or ignored rows (those
+    have no gradient); a sum weighs B.  Soft targets (label smoothing, distillation)
+    only lower the estimate.  `tol` admits float16 rounding of the gradient."""
+    if outputs.dim() < 3 or outputs.shape[-1] < 2:  # one logit per row: no class axis
+        return torch.full((outputs.shape[0],), float("nan"))
+    k, classes = outputs.shape[0], outputs.shape[-1]
+    p = outputs.reshape(k, -1, classes).to(F32).softmax(-1)
+    g = grads.reshape(k, -1, classes).to(F32)
+    # summed over the rows: a confident row's few-ulp rounding is large next to its own
+    # tiny gradient, never next to the whole output's
+    softmax_like = g.sum(-1).abs().sum(1) <= tol * g.abs().sum((1, 2))
+    positive = g.clamp(min=0)
+    share = torch.where(positive > 0, p, 0.0).sum(-1)
+    weight = (positive.sum(-1) / share.clamp(min=torch.finfo(F32).tiny)).sum(1)
+    return torch.where(softmax_like, weight, float("nan"))
+
+
 def std_of(total: float, total_sq: float, n: int) -> float:
     """Population std from a sum and a sum of squares (NaN for no entries)."""
     if not n:

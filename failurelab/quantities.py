@@ -294,6 +294,56 @@ def grad_carried_share(h):
     return float(later.mean()) if len(later) >= MIN_WINDOW else NAN
 
 
+def batchnorm_batch_median(h):
+    """Median number of samples a BatchNorm layer normalised over per forward pass in
+    training mode (the step's batch over its backward passes); NaN when the model has
+    no BatchNorm layer in training mode.  Under 16, batch statistics are noisy enough to
+    cost accuracy and to make the training-mode loss differ from the evaluation loss
+    (Wu & He, Group Normalization, 2018: BatchNorm's error climbs below 16 per batch)."""
+    if "batchnorm_train" not in h or "batch_size" not in h:
+        return NAN
+    rows = h[h["batchnorm_train"] == 1]
+    if not len(rows):
+        return NAN
+    passes = rows["output_backwards"] if "output_backwards" in rows else None
+    per_pass = rows["batch_size"] / (passes.where(passes >= 1).fillna(1) if passes is not None
+                                     else 1)
+    return _median(per_pass)
+
+
+def _unscaled(h, name: str) -> pd.Series | None:
+    """A column on the steps no GradScaler took: its scale multiplies every gradient."""
+    col = _column(h, name)
+    if col is None or "loss_scaled" not in h:
+        return col
+    return col[h["loss_scaled"] != 1]
+
+
+def loss_weight_median(h):
+    """Median total weight one backward pass's loss gave the rows of the model's output
+    (the Monitor's `loss_weight`): 1 for a loss averaged over its batch, B for a sum over
+    B samples, 1/k for each of k micro-batches divided by k.  NaN unless the output is
+    trained by a softmax cross-entropy."""
+    return _median(_unscaled(h, "loss_weight"))
+
+
+def output_backwards_median(h):
+    """Median number of backward passes through the output per optimizer step: 1
+    without gradient accumulation, k for k micro-batches."""
+    return _median(_column(h, "output_backwards"))
+
+
+def step_loss_weight(h):
+    """Median total weight the loss gave one optimizer step's samples: backward passes
+    per step times each one's loss weight.  Exactly 1 when the step's gradient is the
+    mean over its samples, whatever the micro-batching; k when each of k micro-batches
+    is averaged but never divided by k."""
+    weights, passes = _unscaled(h, "loss_weight"), _column(h, "output_backwards")
+    if weights is None or passes is None:
+        return NAN
+    return _median(weights * passes.reindex(weights.index))
+
+
 def unoptimized_max(h):
     """Most trainable parameters that received a gradient but sat in no optimizer param
     group (a model re-created after its optimizer, a layer added later): they never
@@ -530,7 +580,8 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
         nonfinite_losses, first_nonfinite, loss_swing, loss_spikiness, loss_persistence,
         unhealthy_curve, grad_norm_max, grad_cosine_end, grad_turn_end, grad_growth, grad_norm_rising,
         update_ratio_median, update_ratio_start, zero_grad_median, grad_zero_steps,
-        grad_carried_share,
+        grad_carried_share, loss_weight_median, output_backwards_median, step_loss_weight,
+        batchnorm_batch_median,
         unoptimized_max, param_no_grad_share, first_layer_grad_share, weight_norm_change,
         saturation_median, dead_start, dead_end, input_absmax, input_scale_spread,
         batch_size_median, input_is_tokens, output_scale_start, output_grad_zero_median,

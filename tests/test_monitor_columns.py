@@ -327,3 +327,120 @@ def test_recording_each_micro_batch_still_reads_one_value_per_step():
         carried = mon.history["grad_carried"].tolist()
     assert carried[2::3] == [0.0] * 4  # the stepped rows
     assert all(math.isnan(v) for i, v in enumerate(carried) if i % 3 != 2)
+
+
+def _weighed(accum=1, *, divide=True, steps=6, scaler=False, preset="full", **loss_args):
+    """(loss_weight, output_backwards, step_loss_weight) of a small classifier loop that
+    accumulates `accum` micro-batches of 8 per step, dividing each loss by `accum` or
+    not; `loss_args` go to cross_entropy (reduction, label_smoothing, weight, ...)."""
+    from failurelab import quantities as q
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    amp = torch.amp.GradScaler("cpu", enabled=scaler)
+    g = torch.Generator().manual_seed(1)
+    with fl.Monitor(model, opt, preset=preset) as mon:
+        for _ in range(steps):
+            opt.zero_grad()
+            for _ in range(accum):
+                x, y = torch.randn(8, 4, generator=g), torch.randint(0, 3, (8,), generator=g)
+                loss = nn.functional.cross_entropy(model(x), y, **loss_args)
+                amp.scale(loss / accum if divide else loss).backward()
+            amp.step(opt)
+            amp.update()
+            mon.record(loss)
+    h = mon.history
+    return h["loss_weight"].to_numpy(), h["output_backwards"].to_numpy(), q.step_loss_weight(h)
+
+
+@pytest.mark.parametrize("accum", [1, 2, 4])
+def test_a_loss_averaged_over_the_step_weighs_its_samples_one_in_total(accum):
+    """Each of k divided micro-batch means weighs its rows 1/k: the step weighs 1."""
+    weight, backwards, step = _weighed(accum)
+    np.testing.assert_allclose(weight, 1 / accum, rtol=1e-5)
+    assert backwards.tolist() == [accum] * 6
+    assert step == pytest.approx(1, rel=1e-5)
+
+
+def test_micro_batch_means_never_divided_weigh_the_step_their_number():
+    weight, backwards, step = _weighed(4, divide=False)
+    np.testing.assert_allclose(weight, 1, rtol=1e-5)
+    assert step == pytest.approx(4, rel=1e-5)
+
+
+def test_a_loss_summed_over_the_batch_weighs_its_batch_size():
+    weight, backwards, step = _weighed(reduction="sum")
+    np.testing.assert_allclose(weight, 8, rtol=1e-5)
+    assert backwards.tolist() == [1] * 6
+
+
+@pytest.mark.parametrize("loss_args", [{"weight": torch.tensor([1.0, 5.0, 0.2])},
+                                       {"ignore_index": 2}])
+def test_class_weights_and_ignored_rows_keep_a_mean_at_one(loss_args):
+    """A weighted mean divides by the batch's total weight; ignored rows get no
+    gradient and no share of the mean: either way the rows weigh 1 in total."""
+    weight, _, _ = _weighed(**loss_args)
+    np.testing.assert_allclose(weight, 1, rtol=1e-5)
+
+
+def test_soft_targets_only_lower_the_loss_weight():
+    weight, _, _ = _weighed(label_smoothing=0.1)
+    assert (weight < 1).all() and (weight > 0.5).all()
+
+
+def test_the_loss_weight_is_not_measured_where_the_gradient_is_not_a_softmax_ce():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    with fl.Monitor(model, opt) as mon:
+        for _ in range(3):
+            opt.zero_grad()
+            loss = (model(torch.randn(8, 4)) - torch.randn(8, 3)).pow(2).mean()  # regression
+            loss.backward()
+            opt.step()
+            mon.record(loss)
+    assert mon.history["loss_weight"].isna().all()
+    assert mon.history["output_backwards"].tolist() == [1] * 3
+
+
+def test_steps_taken_by_a_grad_scaler_are_left_out_of_the_step_loss_weight():
+    """The scaler multiplies every gradient by its scale (2**16 at first)."""
+    weight, _, step = _weighed(2, scaler=True)
+    assert (weight > 1000).all() and math.isnan(step)
+
+
+def test_batchnorm_train_says_whether_a_batchnorm_layer_is_training_at_record():
+    from failurelab import quantities as q
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    with fl.Monitor(model, opt) as mon:
+        for step in range(4):
+            model.train(step < 3)  # the last row is recorded in eval mode
+            opt.zero_grad()
+            for _ in range(2):  # two micro-batches of 6: BatchNorm normalises over 6
+                loss = nn.functional.cross_entropy(model(torch.randn(6, 4)),
+                                                   torch.randint(0, 3, (6,))) / 2
+                loss.backward()
+            opt.step()
+            mon.record(loss)
+    h = mon.history
+    assert h["batchnorm_train"].tolist() == [1, 1, 1, 0]
+    assert q.batchnorm_batch_median(h) == 6
+    assert math.isnan(q.batchnorm_batch_median(h.assign(batchnorm_train=0.0)))  # none training
+
+
+def test_confident_rows_do_not_hide_the_loss_weight():
+    """A row predicted with p = 1 - 1e-7 has a gradient of a few ulps whose rounding is
+    a large share of its own size; the weight is still read from the whole output."""
+    from failurelab.probes import loss_weights
+
+    logits = torch.randn(1, 32, 3)
+    logits[0, :8] = torch.tensor([20.0, -5.0, -5.0])  # eight confident, correct rows
+    y = torch.randint(0, 3, (32,))
+    y[:8] = 0
+    z = logits.clone().requires_grad_()
+    (g,) = torch.autograd.grad(nn.functional.cross_entropy(z[0], y), z)
+    assert loss_weights(logits, g).item() == pytest.approx(1, rel=1e-4)
