@@ -58,6 +58,8 @@ class Recipe:
     momentum: float = 0.9  # SGD momentum (ignored by Adam)
     weight_decay: float = 0.0  # L2 penalty applied by the optimizer
     batch_size: int = 64  # samples per optimizer step
+    accumulate: int = 1  # micro-batches the step's batch is split into, one backward each
+    divide_accumulated: bool = True  # divide each micro-batch's loss by `accumulate`
     steps: int = 300  # optimizer steps in a run
     zero_grad: bool = True  # clear gradients before each backward pass
     zero_grad_at: str = "before_backward"  # "before_step" clears them after backward
@@ -256,19 +258,25 @@ def _problems(r: Recipe):
         _number("weight_decay", r.weight_decay, 0.0, 1e3),
         _number("batch_size", r.batch_size, 1, r.n_train if isinstance(r.n_train, int) else 1,
                 integer=True),
+        _number("accumulate", r.accumulate, 1,
+                r.batch_size if isinstance(r.batch_size, int) else 1, integer=True),
         _number("steps", r.steps, 1, MAX_STEPS, integer=True),
         _number("grad_clip", r.grad_clip, 0.0, 1e6),
         _number("eval_every", r.eval_every, 1, 1_000_000, integer=True),
     ]
     for name in ("normalize_inputs", "impute_missing", "shuffle", "mask_padding",
                  "mask_inverted", "zero_grad", "balanced_sampling", "loss_scaling", "eval_mode",
-                 "leak_label", "negate_loss"):
+                 "leak_label", "negate_loss", "divide_accumulated"):
         value = getattr(r, name)
         if not isinstance(value, bool):
             checks.append(f"{name} must be True or False, got {value!r}")
     yield from (c for c in checks if c)
     if r.loss_scaling and r.dtype != "float16":
         yield f"loss_scaling needs dtype='float16' (it guards fp16 gradients), got dtype={r.dtype!r}"
+    if (isinstance(r.accumulate, int) and isinstance(r.batch_size, int) and r.accumulate
+            and r.batch_size % r.accumulate):
+        yield (f"batch_size ({r.batch_size}) must split into accumulate ({r.accumulate}) "
+               f"equal micro-batches")
     if r.task in TASKS:
         yield from _task_mismatches(r)
 

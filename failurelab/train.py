@@ -112,15 +112,28 @@ def _train(parts: Parts, preset: str):
             X, y = next(batches)
             t1 = time.thread_time()
             model.train()
-            with torch.autocast("cpu", dtype=amp_dtype, enabled=use_amp):
-                logits = model(X)  # (B, classes)
-            loss = loss_fn(logits.float(), y)
-            if recipe.negate_loss:
-                loss = -loss  # a log-likelihood to maximise, handed to a minimiser
-            t2 = time.thread_time()
             if recipe.zero_grad and recipe.zero_grad_at == "before_backward":
                 optimizer.zero_grad(set_to_none=True)  # forget this and gradients accumulate
-            scaler.scale(loss).backward()  # a plain backward() when loss_scaling is off
+            t_forward = t_backward = 0.0
+            losses, outputs = [], []
+            # One backward per micro-batch; with accumulate = 1 the whole batch at once.
+            for X_part, y_part in zip(X.chunk(recipe.accumulate), y.chunk(recipe.accumulate)):
+                ta = time.thread_time()
+                with torch.autocast("cpu", dtype=amp_dtype, enabled=use_amp):
+                    logits = model(X_part)  # (B / accumulate, classes)
+                loss = loss_fn(logits.float(), y_part)
+                if recipe.negate_loss:
+                    loss = -loss  # a log-likelihood to maximise, handed to a minimiser
+                losses.append(loss.detach())
+                outputs.append(logits.detach())
+                if recipe.accumulate > 1 and recipe.divide_accumulated:
+                    loss = loss / recipe.accumulate  # forget this and the step sums k means
+                tb = time.thread_time()
+                scaler.scale(loss).backward()  # a plain backward() when loss_scaling is off
+                t_forward, t_backward = t_forward + tb - ta, t_backward + time.thread_time() - tb
+            if len(losses) > 1:
+                loss, logits = torch.stack(losses).mean(), torch.cat(outputs)  # the batch's
+            t2 = time.thread_time()
             if recipe.zero_grad and recipe.zero_grad_at == "before_step":
                 optimizer.zero_grad(set_to_none=True)  # misplaced: erases what backward made
             t3 = time.thread_time()
@@ -134,10 +147,10 @@ def _train(parts: Parts, preset: str):
             t4 = time.thread_time()
             # CPU seconds of this thread, not wall-clock: what each segment costs does not
             # depend on what else the machine is running, so timing verdicts never flake.
-            extra = dict(t_data=t1 - t0, t_forward=t2 - t1, t_backward=t3 - t2, t_step=t4 - t3,
-                         batch_acc=_accuracy(logits, y), label_purity=_purity(y))
+            extra = dict(t_data=t1 - t0, t_forward=t_forward, t_backward=t_backward + t3 - t2,
+                         t_step=t4 - t3, batch_acc=_accuracy(logits, y), label_purity=_purity(y))
             if recipe.task == "sequence":
-                extra["pad_attention"] = pad_attention(model, X)
+                extra["pad_attention"] = pad_attention(model, X_part)  # the last forward's
             if step % recipe.eval_every == 0 or step == recipe.steps - 1:
                 extra.update(evaluate(model, parts.val, recipe))
             mon.record(loss, **extra)

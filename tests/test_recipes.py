@@ -41,6 +41,9 @@ def test_diff_names_exactly_the_changed_fields():
     ("negate_loss", 1, "negate_loss must be True or False"),
     ("leak_label", "yes", "leak_label must be True or False"),
     ("scaler_growth_interval", 0, r"scaler_growth_interval must be an integer in \[1, "),
+    ("accumulate", 0, r"accumulate must be an integer in \[1, 64\]"),
+    ("accumulate", 5, r"batch_size \(64\) must split into accumulate \(5\) equal micro-batches"),
+    ("divide_accumulated", 0, "divide_accumulated must be True or False"),
 ])
 def test_a_bad_value_names_the_field_and_the_allowed_range(field, value, message):
     with pytest.raises(ValueError, match=message):

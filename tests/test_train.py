@@ -106,3 +106,22 @@ def test_bad_seed_and_unknown_name_are_clear():
         fl.run("tabular", seed=-1)
     with pytest.raises(KeyError, match="unknown fault"):
         fl.run("no_such_fault")
+
+
+def test_divided_micro_batches_train_like_the_whole_batch():
+    """Eight micro-batches of 8, each loss divided by 8, add up to the mean gradient
+    over the 64 samples: the run follows the baseline's up to float rounding (dropout
+    draws the same numbers in the same order)."""
+    whole = fl.run(fl.baseline(), steps=40)
+    parts = fl.run(fl.baseline().replace(accumulate=8), steps=40)
+    assert parts.history["output_backwards"].tolist() == [8] * 40
+    assert (parts.history["loss"] - whole.history["loss"]).abs().max() < 1e-4
+
+
+def test_undivided_micro_batches_step_like_a_rate_that_many_times_larger():
+    """With plain SGD (no momentum), k undivided micro-batch means are the whole batch's
+    mean gradient times k: the first update is k times the baseline's."""
+    sgd = fl.baseline().replace(momentum=0.0)
+    whole = fl.run(sgd, steps=2).history["update_norm"].iloc[0]
+    parts = fl.run(sgd.replace(accumulate=4, divide_accumulated=False), steps=2)
+    assert parts.history["update_norm"].iloc[0] == pytest.approx(4 * whole, rel=1e-3)
