@@ -86,12 +86,6 @@ NOT_REPRODUCED = (  # (cause, what was tried and measured, why it is not a fault
         "show without a contrived setting",
     ),
     (
-        "gradient accumulation without dividing the loss",
-        "not built yet",
-        "with SGD, k un-divided micro-batches are a rate k times too large (huge_lr's "
-        "mechanism); it needs an accumulation loop and two fields (k, divide)",
-    ),
-    (
         "a loss-scaling setting that keeps skipping steps",
         "measured: float16 + GradScaler(growth_interval=1) skips 49.7% of the steps (seed "
         "0; growth_interval=2000 skips none), loss ends at 0.18 against 0.12",

@@ -31,7 +31,7 @@ def test_the_registry_names_and_order_are_pinned():
         "eval_mode_forgotten", "no_shuffle", "label_offset", "fp16_overflow", "overfitting",
         "slow_data", "weight_decay_too_large", "batch_too_small", "exploding_gradients",
         "inverted_padding_mask", "zero_grad_misplaced", "init_too_small", "label_leakage",
-        "lr_decayed_too_early", "summed_loss", "negated_loss",
+        "lr_decayed_too_early", "summed_loss", "negated_loss", "accumulation_not_divided",
     ]
 
 

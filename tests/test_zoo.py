@@ -98,6 +98,20 @@ def test_forgotten_zero_grad_sums_the_gradients():
     assert h.grad_norm.iloc[-1] > 5 * h.grad_norm.iloc[0]
 
 
+def test_undivided_micro_batches_weigh_each_step_their_number():
+    """Healthy accumulation (habit "accum": two micro-batches, each loss divided by 2)
+    weighs a step 1; the fault's k micro-batch means, never divided, weigh it k."""
+    from failurelab.quantities import step_loss_weight
+
+    habits = ("accum",)
+    healthy = _run(zoo.Case("gru", "adam", None, None, seed=0, habits=habits))
+    assert step_loss_weight(healthy) == pytest.approx(1, rel=1e-4)
+    for k in zoo.FAULTS["accumulation_not_divided"].severities:
+        h = _run(_case("gru", "accumulation_not_divided", k, habits=habits))
+        assert (h.output_backwards == k).all()
+        assert step_loss_weight(h) == pytest.approx(k, rel=1e-4)
+
+
 def test_raw_units_spread_the_input_scales_over_decades():
     for severity in zoo.FAULTS["no_input_norm"].severities:
         h = _run(_case("regressor", "no_input_norm", severity, optimizer="adam"))

@@ -76,6 +76,14 @@ SHUFFLED_LABELS = Fault(
           "(checked when recorded)", log=False, unit=0.1, required=False, role="guard",
           label_zh="训练时的 dropout 比率",
           why_zh="没有很强的 dropout（它的训练模式损失会因为自身的原因更高；记录时检查）"),
+        C("batchnorm_batch_median", True, 16, "samples per BatchNorm batch",
+          "BatchNorm layers, where the model has them, normalise over 16 samples or "
+          "more: over fewer, their noisy batch statistics alone set the training-mode "
+          "loss apart from the evaluation loss (checked when recorded)",
+          role="guard", required=False,
+          label_zh="每个 BatchNorm 批次的样本数",
+          why_zh="模型中若有 BatchNorm 层，它们在 16 个或更多样本上做归一化：样本更少时，仅仅是嘈杂的批次统"
+                 "计量就会让训练模式的损失与评估损失拉开（记录时检查）"),
         C("output_scale_start", False, 3, "logit std at step 0",
           "a well-scaled start: a loss still falling from an oversized initialisation "
           "also trains above its evaluation loss", role="guard", required=False,

@@ -426,6 +426,94 @@ NEGATED_LOSS = Fault(
        verdict_zh="更小的学习率改变不了方向：符号错了"),
 )
 
-FAULTS = (NO_ZERO_GRAD, ZERO_GRAD_MISPLACED, WRONG_LOSS, BAD_PADDING_MASK, INVERTED_PADDING_MASK, SUMMED_LOSS,
-          NEGATED_LOSS)
+ACCUMULATION_NOT_DIVIDED = Fault(
+    name="accumulation_not_divided",
+    title="Gradient accumulation without dividing the loss",
+    family="implementation", task="tabular", shape="diverging", phenomenon="A",
+    # 16 micro-batch means add up to a 16x rate: huge_lr's curve (see its shapes)
+    other_shapes=("plateau", "oscillating"),
+    # every step is 16 times the batch mean's: huge steps, and where they blow the loss
+    # up (zoo: attention under SGD or momentum at 8 micro-batches), an overflow
+    explains=("huge_lr", "exploding_gradients"),
+    symptom="The recorded loss is an ordinary mean (it starts at ln 3 = 1.1), yet the "
+            "first updates move the weights by more than a tenth of their size; the "
+            "loss jumps up and flattens near ln 3 as the ReLU units die, the curve of "
+            "a far too large learning rate at the tuned one.",
+    cause="The batch of 64 is split into 16 micro-batches of 4 with one backward each, "
+          "and .grad adds them up. Each micro-batch loss is a mean over its 4 samples, "
+          "so the sum is 16 times the batch's mean gradient: with SGD, a learning rate "
+          "16 times too large (Adam would hide it, since it divides by the gradient's "
+          "own scale).",
+    experiment="Leave the loss as it is and divide the learning rate by 16, the "
+               "number of micro-batches: the run trains like the baseline. The step "
+               "was the sum of 16 means; a rate that is merely too large would not "
+               "be cured by exactly the micro-batch count.",
+    fix="Divide each micro-batch's loss by the number of micro-batches before "
+        "backward (loss / accumulate), so that the accumulated gradient is the mean "
+        "over the whole batch.",
+    zh=Chinese(
+        title="梯度累积时没有除以微批次数",
+        symptom="记录下来的损失是普通的平均值（从 ln 3 = 1.1 开始），可最初几次更新就让权重变化超过自身大小"
+                "的十分之一；损失跳高后在 ln 3 附近变平，ReLU 单元随之死亡：明明用的是调好的学习率，曲线却"
+                "像学习率大得离谱。",
+        cause="64 个样本的批次被拆成 16 个各含 4 个样本的微批次 (micro-batch)，每个做一次反向传播，.grad "
+              "把它们加在一起。每个微批次的损失是它 4 个样本的平均，所以总和是整个批次平均梯度的 16 倍：对 "
+              "SGD 来说，就是学习率大了 16 倍（Adam 会把它掩盖掉，因为它除以梯度自身的尺度）。",
+        experiment="损失保持不变，把学习率除以 16，即微批次的个数：运行就像基线一样训练。每一步是 16 个平均"
+                   "值之和；单纯的学习率过大，不会恰好被微批次数治好。",
+        fix="反向传播之前，把每个微批次的损失除以微批次的个数（loss / accumulate），让累积起来的梯度是整个"
+            "批次上的平均。",
+        why_two_fields="这个错误需要两者同时成立：只有切成微批次的循环才有什么可除的，而没有除以微批次"
+                       "数才是错误本身。单独切成 16 个微批次并正确地除，与基线一样训练（16 × 1/16 = 1）"
+                       "。"),
+    why_two_fields="The mistake needs both: only a loop cut into micro-batches has anything "
+                   "to divide, and leaving the division out is the mistake itself. Cut into "
+                   "16 micro-batches and divided correctly, the loop trains like the baseline "
+                   "(16 x 1/16 = 1).",
+    edit=(Set("accumulate", 16), Set("divide_accumulated", False)),
+    repair=(Set("divide_accumulated", True),),
+    probe=(Scale("lr", 1 / 16),),
+    signature=Signature((
+        C("step_loss_weight", True, 1.5, "loss weight per optimizer step",
+          "a step whose gradient is the mean over its samples weighs them 1 in total, "
+          "however it is cut into micro-batches (soft targets only lower the reading); "
+          "k micro-batch means that are never divided by k weigh k, at least 2. Read "
+          "in steps of a quarter: the weight counts means, and calibration keeps the "
+          "line one quarter clear of the healthy 1",
+          log=False, unit=0.25,
+          label_zh="每个优化步的损失权重",
+          why_zh="梯度是样本平均值的一步，不论怎样切成微批次，样本的总权重都是 1（软目标只会让读数更低）；"
+                 "k 个从未除以 k 的微批次平均值，权重是 k，至少为 2。以四分之一为单位读取：这个权重数的是"
+                 "平均值的个数，校准让这条线离健康的 1 至少四分之一"),
+        C("output_backwards_median", True, 2, "backward passes per optimizer step",
+          "the step was built from several backward passes (micro-batches): one pass "
+          "with a heavier loss is a loss summed over its samples, or weighted on purpose",
+          role="guard",
+          label_zh="每个优化步的反向传播次数",
+          why_zh="这一步由多次反向传播（微批次）构成：只有一次反向传播而损失权重更大，是在样本上求和的损失，"
+                 "或是有意加的权重"),
+        C("loss_weight_median", False, 1.5, "loss weight of one backward pass",
+          "each micro-batch's own loss is a mean over its samples (weight 1): a sum "
+          "over them is summed_loss, whatever the micro-batching",
+          role="guard",
+          label_zh="一次反向传播的损失权重",
+          why_zh="每个微批次自己的损失是其样本的平均（权重 1）：在样本上求和属于 summed_loss，与是否切分微批"
+                 "次无关"),
+    ), "each optimizer step adds up several micro-batch means - divide each "
+       "micro-batch's loss by the number of micro-batches",
+       verdict_zh="每个优化步把好几个微批次的平均值加在一起：把每个微批次的损失除以微批次的个数"),
+    outcome=Signature((
+        C("step_loss_weight", True, 1.5, "loss weight per optimizer step",
+          "the loss is still undivided", label_zh="每个优化步的损失权重",
+          why_zh="损失仍然没有被除"),
+        C("loss_progress", True, 0.5, "loss progress",
+          "at the rate divided by 16 the run learns like the baseline", log=False, unit=0.1,
+          label_zh="损失下降幅度",
+          why_zh="学习率除以 16 后，运行就像基线一样学习"),
+    ), "the micro-batch count, taken off the rate, heals the run: the step summed "
+       "that many means",
+       verdict_zh="把微批次数从学习率里除掉，运行就好了：这一步加了那么多个平均值"),
+)
 
+FAULTS = (NO_ZERO_GRAD, ZERO_GRAD_MISPLACED, WRONG_LOSS, BAD_PADDING_MASK, INVERTED_PADDING_MASK, SUMMED_LOSS,
+          NEGATED_LOSS, ACCUMULATION_NOT_DIVIDED)

@@ -50,6 +50,7 @@ EXPECTED_CAUSE = {
     "stale_optimizer": None,
     "broadcast_mse": None,
     "fp16_adam_eps": None,
+    "accumulation_not_divided": "accumulation_not_divided",
 }
 
 
@@ -145,5 +146,11 @@ _FAULTS = (
              "Adam/RMSprop, the loss divided by 1 / 16: eps=1e-8 rounds to 0 in float16, "
              "so a gradient entry of 0 steps by 0/0 = NaN", also=(("fp16", "half"),),
              needs=frozenset({HALF}), optimizers=("adam", "adamw", "rmsprop")),
+    ZooFault("accumulation_not_divided", None, "undivided_micro_batches", (4, 8),
+             "gradient accumulation over 4 / 8 micro-batches, each loss the mean over its "
+             "micro-batch, never divided by their number",
+             # a softmax cross-entropy's gradient tells its loss weight; one logit (BCE)
+             # or a regression's does not (see probes.loss_weights)
+             families=("cnn_bn", "gru", "attention", "resmlp", "bag")),
 )
 FAULTS = {f.name: replace(f, cause=EXPECTED_CAUSE[f.name]) for f in _FAULTS}

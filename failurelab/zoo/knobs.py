@@ -34,6 +34,8 @@ class Knobs:
     fp16: str = ""  # "half": model.half() and half inputs; "autocast": float16 autocast;
     #                 neither with a GradScaler
     loss_divisor: float = 1.0  # loss divided by this before backward
+    undivided_micro_batches: int = 0  # > 0: the step is this many micro-batches whose
+    #                                   mean losses are never divided by their count
     loss: str = "builtin"  # "unsafe_softmax": a hand-written exp / sum / log cross-entropy
     temperature: float = 1.0  # the logits are divided by this in the hand-written loss
     target_shape: str = "matched"  # "broadcast": MSE of (B, 1) outputs against (B,) targets

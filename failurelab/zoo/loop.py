@@ -92,7 +92,9 @@ def train(loop: Loop) -> pd.DataFrame:
 def _forward_backward(loop: Loop, x: torch.Tensor, y: torch.Tensor, scaler=None):
     """Forward and backward over the micro-batches; the mean loss and the last output."""
     total = 0.0
-    scale = loop.micro_batches * loop.knobs.loss_divisor
+    # the fault "accumulation_not_divided": each micro-batch mean goes in whole
+    parts = 1 if loop.knobs.undivided_micro_batches else loop.micro_batches
+    scale = parts * loop.knobs.loss_divisor
     autocast = loop.knobs.fp16 == "autocast" or scaler is not None
     for xb, yb in zip(x.chunk(loop.micro_batches), y.chunk(loop.micro_batches)):
         with torch.autocast("cpu", dtype=torch.float16, enabled=autocast):

@@ -73,7 +73,7 @@ def build(case: Case, lr: float | None = None) -> Loop:
                 steps=family.steps, val=val, lr=lr, target=family.target,
                 scheduler=_scheduler(optimizer, case.habits, family.steps),
                 clip=CLIP_NORM if "clip" in case.habits else None,
-                micro_batches=2 if "accum" in case.habits else 1,
+                micro_batches=k.undivided_micro_batches or (2 if "accum" in case.habits else 1),
                 steps_per_epoch=len(X) // family.batch)
 
 
