@@ -312,11 +312,12 @@ def batchnorm_batch_median(h):
 
 
 def _unscaled(h, name: str) -> pd.Series | None:
-    """A column on the steps no GradScaler took: its scale multiplies every gradient."""
+    """A column on the steps an optimizer took without a GradScaler (`loss_scaled` 0):
+    a scaler's scale multiplies every gradient, also on the steps it skips (NaN)."""
     col = _column(h, name)
     if col is None or "loss_scaled" not in h:
         return col
-    return col[h["loss_scaled"] != 1]
+    return col[h["loss_scaled"] == 0]
 
 
 def loss_weight_median(h):

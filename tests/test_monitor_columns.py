@@ -329,7 +329,7 @@ def test_recording_each_micro_batch_still_reads_one_value_per_step():
     assert all(math.isnan(v) for i, v in enumerate(carried) if i % 3 != 2)
 
 
-def _weighed(accum=1, *, divide=True, steps=6, scaler=False, preset="full", **loss_args):
+def _weighed(accum=1, *, divide=True, steps=6, scaler=False, **loss_args):
     """(loss_weight, output_backwards, step_loss_weight) of a small classifier loop that
     accumulates `accum` micro-batches of 8 per step, dividing each loss by `accum` or
     not; `loss_args` go to cross_entropy (reduction, label_smoothing, weight, ...)."""
@@ -340,7 +340,7 @@ def _weighed(accum=1, *, divide=True, steps=6, scaler=False, preset="full", **lo
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     amp = torch.amp.GradScaler("cpu", enabled=scaler)
     g = torch.Generator().manual_seed(1)
-    with fl.Monitor(model, opt, preset=preset) as mon:
+    with fl.Monitor(model, opt) as mon:
         for _ in range(steps):
             opt.zero_grad()
             for _ in range(accum):
@@ -408,6 +408,18 @@ def test_steps_taken_by_a_grad_scaler_are_left_out_of_the_step_loss_weight():
     """The scaler multiplies every gradient by its scale (2**16 at first)."""
     weight, _, step = _weighed(2, scaler=True)
     assert (weight > 1000).all() and math.isnan(step)
+
+
+def test_steps_a_grad_scaler_skipped_are_left_out_of_the_loss_weight_too():
+    """A skipped step (loss_scaled NaN) still holds the scaled gradient's weight."""
+    import pandas as pd
+
+    from failurelab import quantities as q
+
+    h = pd.DataFrame({"step": [0, 1, 2], "loss_scaled": [math.nan, 1.0, 0.0],
+                      "loss_weight": [65536.0, 65536.0, 1.0], "output_backwards": [
+                          math.nan, 1.0, 1.0]})
+    assert q.loss_weight_median(h) == 1.0 and q.step_loss_weight(h) == 1.0
 
 
 def test_batchnorm_train_says_whether_a_batchnorm_layer_is_training_at_record():
