@@ -124,6 +124,15 @@ def loss_progress(h):
     return 1 - end / start if start > 0 else NAN
 
 
+def negative_loss_growth(h):
+    """How many times its (negative) start the loss ended below zero: NaN unless both
+    are negative.  A loss with a floor at 0 (cross-entropy, MSE, BCE, ...) is never
+    negative; one that falls ever further below zero is being minimised without a
+    floor."""
+    start, end = loss_start(h), loss_end(h)
+    return end / start if start < 0 and end < 0 else NAN
+
+
 def loss_end_spread(h):
     """Relative spread (std / mean) of the loss over the last 20%: the course's
     plateau test is a spread below 1%; large values mean swings."""
@@ -266,6 +275,31 @@ def update_ratio_start(h):
     return _median(ratios.iloc[:MIN_WINDOW]) if ratios is not None else NAN
 
 
+def update_ratio_peak(h):
+    """Largest MIN_WINDOW-step median of the update ratio before the loss first rose by
+    half above its start: the biggest steps the run took, wherever its schedule put them
+    (a warm-up reaches its peak rate late; a rectified Adam adapts after a few steps of
+    plain SGD), and only those that could have made a rise, not those a rise made (a
+    batch of another class after a run of one class).  A loss that rose within its
+    first MIN_WINDOW steps was raised by them: they are read."""
+    before = _before_rise(h)
+    ratios = _values(_stepped(before if len(before) >= MIN_WINDOW else h.iloc[:MIN_WINDOW]),
+                     "update_ratio")
+    if ratios is None or len(ratios) < MIN_WINDOW:
+        return NAN
+    return float(ratios.rolling(MIN_WINDOW).median().max())
+
+
+def _before_rise(h: pd.DataFrame, factor: float = 1.5) -> pd.DataFrame:
+    """The rows before the first loss `factor` times the initial loss, or not finite."""
+    if "loss" not in h:
+        return h
+    loss, start = h["loss"].to_numpy(dtype=float), loss_start(h)
+    bad = ~np.isfinite(loss) | ((loss > factor * start) if start > 0 else False)
+    first = int(bad.argmax())
+    return h.iloc[:first] if bad.any() else h
+
+
 def zero_grad_median(h):
     """Median share of gradient entries that are exactly zero."""
     return _median(_column(_stepped(h), "zero_grad_frac"))
@@ -393,6 +427,13 @@ def saturation_median(h):
     """Largest, over sigmoid/tanh modules, of the median saturated share."""
     cols = _modules(h, "saturated_frac")
     return max(_median(c) for c in cols) if cols else _none_of_that_kind(h)
+
+
+def saturation_start(h):
+    """Largest, over sigmoid/tanh modules, saturated share at the first recorded step:
+    what the initialisation (or the inputs) did, before any update could."""
+    firsts = [float(f.iloc[0]) for f in map(_finite, _modules(h, "saturated_frac")) if len(f)]
+    return max(firsts) if firsts else _none_of_that_kind(h)
 
 
 def dead_start(h):
@@ -577,14 +618,14 @@ def pad_sensitivity_max(h):
 
 QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
     f.__name__: f for f in (
-        loss_start, loss_end, loss_peak_ratio, loss_progress, loss_end_spread,
-        nonfinite_losses, first_nonfinite, loss_swing, loss_spikiness, loss_persistence,
+        loss_start, loss_end, loss_peak_ratio, loss_progress, negative_loss_growth,
+        loss_end_spread, nonfinite_losses, first_nonfinite, loss_swing, loss_spikiness, loss_persistence,
         unhealthy_curve, grad_norm_max, grad_cosine_end, grad_turn_end, grad_growth, grad_norm_rising,
-        update_ratio_median, update_ratio_start, zero_grad_median, grad_zero_steps,
+        update_ratio_median, update_ratio_start, update_ratio_peak, zero_grad_median, grad_zero_steps,
         grad_carried_share, loss_weight_median, output_backwards_median, step_loss_weight,
         batchnorm_batch_median,
         unoptimized_max, param_no_grad_share, first_layer_grad_share, weight_norm_change,
-        saturation_median, dead_start, dead_end, input_absmax, input_scale_spread,
+        saturation_median, saturation_start, dead_start, dead_end, input_absmax, input_scale_spread,
         batch_size_median, input_is_tokens, output_scale_start, output_grad_zero_median,
         output_grad_floor, output_prob_share, output_logprob_share, float16_share,
         loss_scaled_share,
@@ -659,6 +700,18 @@ def step_size_change_early(h):
     return middle / start if start > 0 else NAN
 
 
+def lr_change_early(h):
+    """The learning rate the optimizer was set to (the Monitor's `lr` column) at 30-40%
+    of the run over its start: step_size_change_early's cause, read directly.  An
+    adaptive optimizer shrinks its step per unit of gradient by itself when the
+    gradients grow, at a constant rate; a schedule changes this."""
+    lr = _values(h, "lr")
+    if lr is None or len(lr) < 10 * MIN_WINDOW:
+        return NAN
+    start, n = _median(_head(lr)), len(lr)
+    return _median(lr.iloc[int(0.3 * n):int(0.4 * n)]) / start if start > 0 else NAN
+
+
 def first_layer_grad_share_start(h):
     """first_layer_grad_share over the first 5% of the steps: how the initialised
     network passes gradient back, before training (or dying units) changes it."""
@@ -666,5 +719,5 @@ def first_layer_grad_share_start(h):
 
 
 QUANTITIES.update({f.__name__: f for f in (val_acc_early, step_size_change,
-                                           step_size_change_early,
+                                           step_size_change_early, lr_change_early,
                                            first_layer_grad_share_start)})

@@ -14,7 +14,8 @@ SHAPES = ("diverging", "oscillating", "plateau", "stepwise", "degrading", "nonfi
 
 # The quantities the rules read (each a name in quantities.QUANTITIES).
 INPUTS = ("nonfinite_losses", "first_nonfinite", "loss_progress", "loss_peak_ratio",
-          "loss_swing", "loss_end_spread", "val_loss_rise")
+          "loss_swing", "loss_end_spread", "val_loss_rise", "loss_start", "loss_end",
+          "negative_loss_growth")
 
 # --- thresholds, checked in the order of `classify` ------------------------------------
 BLOWUP = 10.0  # a final loss 10x the initial one has blown up, NaN or not
@@ -66,6 +67,11 @@ EVIDENCE = {
     "nonfinite": Text("the loss turned non-finite at step {step:.0f} without rising first",
                       "损失在第 {step:.0f} 步没有先上升就变成了非有限值"),
     "blowup": Text("the loss ended {ratio:.3g}x its start", "损失最终是初始值的 {ratio:.3g} 倍"),
+    "no_floor": Text("the loss started below zero ({start:.3g}) and ended {ratio:.3g}x as far "
+                     "below it ({end:.3g}): it has no floor",
+                     "损失从零以下（{start:.3g}）开始，最终离零远了 {ratio:.3g} 倍（{end:.3g}）：它没有下界"),
+    "negative": Text("the loss started below zero ({start:.3g}) and ended at {end:.3g}",
+                     "损失从零以下（{start:.3g}）开始，最终为 {end:.3g}"),
     "swings": Text("smoothed swings of {swing:.2f} of the loss scale, peaking at {peak:.3g}x "
                    "the start", "平滑后的摆动幅度为损失尺度的 {swing:.2f}，峰值达到初始值的 "
                    "{peak:.3g} 倍"),
@@ -110,6 +116,11 @@ def _decide(q: dict[str, float]) -> tuple[str, str, dict, str | None]:
         return "nonfinite", "nonfinite", {"step": q["first_nonfinite"]}, None
     if progress <= 1 - BLOWUP:
         return "diverging", "blowup", {"ratio": 1 - progress}, None
+    if q["loss_start"] < 0:  # progress is not defined: no share of a negative loss is removed
+        values = {"start": q["loss_start"], "end": q["loss_end"]}
+        if q["negative_loss_growth"] >= BLOWUP:  # minimised without a floor
+            return "diverging", "no_floor", {**values, "ratio": q["negative_loss_growth"]}, None
+        return "healthy", "negative", values, None
     if swing >= SWING:
         kind = "stepwise" if peak >= STEP_PEAK else "oscillating"
         other = "oscillating" if kind == "stepwise" else "stepwise"

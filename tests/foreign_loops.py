@@ -109,3 +109,60 @@ def margin_loss_float32(seed=0):
     model = nn.Sequential(nn.Linear(12, 48), nn.ReLU(), nn.Linear(48, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     return loop(model, opt, nn.MultiMarginLoss(), X, y, steps=300, seed=seed)
+
+
+def summed_cross_entropy(seed=0, optimizer="adam"):
+    """CrossEntropyLoss(reduction="sum"): under Adam the curve stays healthy (its steps
+    do not scale with the gradient), so only the loss's weight on the outputs shows it."""
+    torch.manual_seed(seed)
+    X, y = data(d=10, k=3, seed=seed)
+    model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3))
+    opt = (torch.optim.Adam(model.parameters(), lr=3e-3) if optimizer == "adam"
+           else torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9))
+    return loop(model, opt, nn.CrossEntropyLoss(reduction="sum"), X, y, seed=seed)
+
+
+def negated_cross_entropy(seed=0):
+    """The log-likelihood handed to the minimiser without its minus sign, and no
+    validation recorded: only the training loss can show it."""
+    torch.manual_seed(seed)
+    X, y = data(d=10, k=3, seed=seed)
+    model = nn.Sequential(nn.Linear(10, 32), nn.Tanh(), nn.Linear(32, 3))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    return loop(model, opt, lambda out, t: -nn.functional.cross_entropy(out, t), X, y,
+                seed=seed)
+
+
+def one_cycle(seed=0, factor=1.0):
+    """SGD under OneCycleLR: the first steps run at max_lr / 25 and the peak comes at 30%
+    of the run, so an oversized max_lr shows only after the warm-up."""
+    torch.manual_seed(seed)
+    X, y = data(d=10, k=3, seed=seed)
+    model = nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.2 * factor, total_steps=300)
+    g = torch.Generator().manual_seed(seed)
+    with fl.Monitor(model, opt) as mon:
+        for _ in range(300):
+            idx = torch.randint(0, len(X), (32,), generator=g)
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(X[idx]), y[idx])
+            loss.backward()
+            opt.step()
+            schedule.step()
+            mon.record(loss)
+            if not math.isfinite(loss.item()):
+                break
+    return mon.history
+
+
+def radam_raw_inputs(seed=0):
+    """Inputs in raw units under RAdam: the gradients are huge, so the adaptive step per
+    unit of gradient shrinks by itself while the learning rate stays where it was set."""
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed + 77)
+    X, y = data(k=3, seed=seed)
+    X = X * 10 ** (torch.rand(X.shape[1], generator=g) * 6 - 2)
+    model = nn.Sequential(nn.Linear(8, 64), nn.SiLU(), nn.Linear(64, 3))
+    opt = torch.optim.RAdam(model.parameters(), lr=3e-3)
+    return loop(model, opt, nn.CrossEntropyLoss(), X, y, seed=seed)

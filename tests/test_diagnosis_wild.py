@@ -113,3 +113,43 @@ def test_evidence_reads_as_words_and_numbers():
     tabular = fl.diagnose(cached_run(fl.inject(fl.baseline(), "shuffled_labels"), 0))
     assert "attention on pads" not in tabular.causes[0][2]
     assert "not measured" not in tabular.causes[0][2]
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "momentum"])
+def test_a_loss_summed_over_the_batch_is_read_from_its_weight_on_the_outputs(optimizer):
+    """Under Adam the curve is healthy and no validation is recorded; the gradient on the
+    logits still weighs each row as a whole batch mean (32 in total).  Under momentum the
+    32-fold steps make rows so confident that their other classes' probabilities round
+    to 0, and those rows' weight is lost: the reading falls, far above 1."""
+    history = foreign_loops.summed_cross_entropy(0, optimizer)
+    weight = measure(history, ["loss_weight_median"])["loss_weight_median"]
+    assert weight == pytest.approx(32) if optimizer == "adam" else 2 <= weight <= 32
+    d = fl.diagnose(history)
+    assert d.top == "summed_loss", str(d)
+
+
+def test_a_negated_loss_is_named_without_validation():
+    history = foreign_loops.negated_cross_entropy(0)
+    assert "val_loss" not in history
+    d = fl.diagnose(history)
+    assert d.top == "negated_loss" and d.shape == "diverging", str(d)
+    assert "no floor" in d.shape_evidence
+    # the gradient of minus a cross-entropy gives no loss-weight reading to trust
+    assert not fl.FAULTS["summed_loss"].evidence(history).fired
+
+
+def test_an_oversized_rate_after_a_warm_up_is_named_and_the_tuned_one_is_healthy():
+    tuned = fl.diagnose(foreign_loops.one_cycle(0))
+    assert tuned.top is None and tuned.shape == "healthy", str(tuned)
+    history = foreign_loops.one_cycle(0, factor=30)
+    q = measure(history, ["update_ratio_start", "update_ratio_peak"])
+    assert q["update_ratio_start"] < 0.1 < q["update_ratio_peak"]  # the first steps are small
+    assert fl.diagnose(history).top == "huge_lr"
+
+
+def test_an_adaptive_optimizer_shrinking_its_own_steps_is_not_a_decayed_schedule():
+    history = foreign_loops.radam_raw_inputs(0)
+    q = measure(history, ["step_size_change_early", "lr_change_early"])
+    assert q["step_size_change_early"] < 0.01 and q["lr_change_early"] == 1.0
+    d = fl.diagnose(history)
+    assert "lr_decayed_too_early" not in [c[0] for c in d.causes], str(d)

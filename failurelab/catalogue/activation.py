@@ -56,6 +56,13 @@ SATURATED_SIGMOID = Fault(
           label_zh="第一层与最后一层梯度范数之比",
           why_zh="梯度在饱和层上被衰减：饱和的单元传回的梯度不到 1%，所以第一层得到的只是最后一层的一小部分（"
                  "这是一个前提条件：第一层得到多少也取决于架构）"),
+        C("saturation_start", True, 0.3, "saturated share at the first step",
+          "the units were saturated before any update: the initialisation put them "
+          "there (saturation that training builds up later was made by the steps, "
+          "whatever the init)", log=False, unit=0.1, role="guard",
+          label_zh="第一步的饱和比例",
+          why_zh="还没有任何更新时单元就已饱和：是初始化把它们推到了那里（训练过程中后来才积累起来的饱和是"
+                 "更新步造成的，与初始化无关）"),
         INPUTS_SCALED,
         ALL_CONNECTED,
         STEPS_SANE,

@@ -96,3 +96,19 @@ STEPS_SANE = C("update_ratio_start", False, 0.3, "update ratio of the first step
                label_zh="最初几步的更新比",
                why_zh="最初几步让权重移动不到其范数的 30%（每种优化器的健康运行都低于 14%）：后面发生的事不是"
                       "过大的更新造成的")
+POSITIVE_LOSS = C("loss_start", True, 0.0, "loss at step 0",
+                  "the loss starts positive, as a cross-entropy does: a negative one has "
+                  "the wrong sign (negated_loss), and its gradient is then minus a "
+                  "cross-entropy's, which no loss-weight reading can be taken from",
+                  log=False, unit=0.1, role="guard",
+                  label_zh="第 0 步的损失",
+                  why_zh="损失从正值开始，交叉熵就是这样：负的损失符号错了（negated_loss），它的梯度是交叉熵梯度"
+                         "的相反数，从中读不出损失权重")
+STEPS_NEVER_OVERSIZED = C("update_ratio_peak", False, 0.3, "largest update ratio",
+                          "no run of steps moved the weights by 30% of their norm, at the "
+                          "start or after a warm-up (healthy runs of every optimizer stay "
+                          "under 14%): steps that large stall learning by themselves",
+                          role="guard",
+                          label_zh="最大的更新比",
+                          why_zh="没有哪一段连续的更新让权重移动其范数的 30%，无论在开始还是预热之后（每种优化器的"
+                                 "健康运行都低于 14%）：这么大的步子本身就会让学习停滞")

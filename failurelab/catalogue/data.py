@@ -17,14 +17,16 @@ from .conditions import (
     INPUTS_SCALED,
     LEARNS,
     MOVING,
+    POSITIVE_LOSS,
+    STEPS_NEVER_OVERSIZED,
     STUCK,
     WEIGHTS_KEPT,
 )
 
 # Everything that would stall learning by itself is ruled out (a label problem is what
 # remains when the optimizer, the gradients, the inputs and the graph all work).
-_LEARNING_WORKS = (CALM, FINITE, MOVING, GRADIENTS_FLOW, INPUTS_SCALED, WEIGHTS_KEPT,
-                   ALL_OPTIMIZED, ALL_CONNECTED,
+_LEARNING_WORKS = (POSITIVE_LOSS, CALM, FINITE, MOVING, STEPS_NEVER_OVERSIZED, GRADIENTS_FLOW,
+                   INPUTS_SCALED, WEIGHTS_KEPT, ALL_OPTIMIZED, ALL_CONNECTED,
                    C("pad_attention_median", False, 0.5, "attention on pads",
                      "the model reads its real tokens (checked for sequences)",
                      log=False, unit=0.05, required=False, role="guard",

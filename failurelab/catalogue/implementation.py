@@ -6,7 +6,7 @@ from ..fault import Chinese, Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import ALL_OPTIMIZED, GRADIENTS_FLOW, LEARNS, TOKENS, UNHEALTHY
+from .conditions import ALL_OPTIMIZED, GRADIENTS_FLOW, LEARNS, POSITIVE_LOSS, TOKENS, UNHEALTHY
 
 NO_ZERO_GRAD = Fault(
     name="no_zero_grad",
@@ -362,6 +362,24 @@ SUMMED_LOSS = Fault(
     ), "the first loss is far above ln K for near-neutral predictions - is the loss "
        "summed over the batch instead of averaged?",
        verdict_zh="预测几乎中性，第一个损失却远高于 ln K：损失是不是在批次上求和而不是求平均？"),
+    # Read from the gradient itself wherever the output is trained by a softmax
+    # cross-entropy, so it needs no validation and no particular first loss.
+    also=(Signature((
+        C("loss_weight_median", True, 1.5, "loss weight of one backward pass",
+          "a loss averaged over its samples weighs the output rows 1 in total (every "
+          "healthy run where it is measured: exactly 1; soft targets only lower it); a "
+          "sum over B samples weighs B, at least 2. Read in steps of a quarter, like "
+          "the accumulation fault's step weight",
+          log=False, unit=0.25,
+          label_zh="一次反向传播的损失权重",
+          why_zh="在样本上求平均的损失，给输出各行的总权重是 1（所有能测到的健康运行都恰好是 1；软目标只会"
+                 "让它更低）；对 B 个样本求和，权重是 B，至少为 2。以四分之一为单位读取，与梯度累积故障的每步"
+                 "权重相同"),
+        POSITIVE_LOSS,
+    ), "each backward pass weighs its samples as if every one were a whole batch "
+       "mean - is the loss summed over the batch instead of averaged?",
+       verdict_zh="每次反向传播给样本的权重，就好像每个样本都是整个批次的平均：损失是不是在批次上求和而不是求"
+                  "平均？"),),
     outcome=Signature((
         C("loss_start", True, 5, "loss at step 0", "still a sum",
           label_zh="第 0 步的损失",
@@ -416,6 +434,23 @@ NEGATED_LOSS = Fault(
     ), "the loss is negative and validation gets worse - does the loss have the "
        "wrong sign?",
        verdict_zh="损失为负，验证越来越差：损失的符号是不是反了？"),
+    # Without a validation loss: the loss itself falls ever further below zero.
+    also=(Signature((
+        C("loss_start", False, 0.0, "loss at step 0",
+          "a cross-entropy is never negative and starts near +ln K (1.1); a negative "
+          "first loss has the wrong sign", log=False, unit=0.1,
+          label_zh="第 0 步的损失",
+          why_zh="交叉熵从不为负，并从 +ln K（1.1）附近开始；负的第一个损失符号错了"),
+        C("negative_loss_growth", True, 10, "final loss over its negative start",
+          "the loss ends 10 times further below zero than it began: it has no floor, "
+          "where a negative log-likelihood of a continuous density levels off within "
+          "a few units of its start", role="effect", suffix="x", suffix_zh="x",
+          label_zh="最终损失与其负起点之比",
+          why_zh="损失最终比起点再往零下多走了 10 倍：它没有下界；而连续密度的负对数似然会在离起点几个单位内"
+                 "趋于平稳"),
+    ), "the loss is negative and falls without a floor - does the loss have the "
+       "wrong sign?",
+       verdict_zh="损失为负，而且一路下跌没有下界：损失的符号是不是反了？"),),
     outcome=Signature((
         C("loss_end", False, -1.0, "final training loss",
           "at a tenth of the rate the loss still falls below zero", log=False,
@@ -499,6 +534,7 @@ ACCUMULATION_NOT_DIVIDED = Fault(
           label_zh="一次反向传播的损失权重",
           why_zh="每个微批次自己的损失是其样本的平均（权重 1）：在样本上求和属于 summed_loss，与是否切分微批"
                  "次无关"),
+        POSITIVE_LOSS,
     ), "each optimizer step adds up several micro-batch means - divide each "
        "micro-batch's loss by the number of micro-batches",
        verdict_zh="每个优化步把好几个微批次的平均值加在一起：把每个微批次的损失除以微批次的个数"),

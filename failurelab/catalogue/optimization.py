@@ -6,7 +6,17 @@ from ..fault import Chinese, Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import ALL_CONNECTED, ALL_OPTIMIZED, CALM, FINITE, GRADIENTS_FLOW, LEARNS, ROSE, UNHEALTHY
+from .conditions import (
+    ALL_CONNECTED,
+    ALL_OPTIMIZED,
+    CALM,
+    FINITE,
+    GRADIENTS_FLOW,
+    LEARNS,
+    POSITIVE_LOSS,
+    ROSE,
+    UNHEALTHY,
+)
 
 OVERSIZED_STEPS = C(
     "update_ratio_start", True, 0.1, "update ratio of the first steps",
@@ -16,6 +26,18 @@ OVERSIZED_STEPS = C(
     label_zh="最初几步的更新比",
     why_zh="让权重移动其范数十分之一的一步，会越过刚初始化的模型所具有的任何曲率；自适应优化器最初的步子也很"
            "大，所以校准把这条线移到某条路径所接纳的每种优化器的每个健康运行之外")
+
+# The same line on the run's biggest steps, wherever its schedule put them: a warm-up
+# (OneCycle, linear warm-up) or a rectified Adam starts small and reaches an oversized
+# rate later, where the first steps cannot see it.
+OVERSIZED_PEAK = C(
+    "update_ratio_peak", True, 0.1, "largest update ratio",
+    "a run of steps that each move the weights by a tenth of their norm overshoots any "
+    "curvature the model has, at the start or after a warm-up; calibration moves the line "
+    "past every healthy run a route admits",
+    label_zh="最大的更新比",
+    why_zh="连续几步每步都让权重移动其范数的十分之一，会越过模型所具有的任何曲率，无论是在开始还是预热之后；"
+           "校准把这条线移到某条路径所接纳的每个健康运行之外")
 
 HUGE_LR = Fault(
     name="huge_lr",
@@ -47,6 +69,10 @@ HUGE_LR = Fault(
     # "diverging"; a seed whose jump stays near 1.3x is borderline "plateau", and some
     # seeds keep swinging ("oscillating").
     other_shapes=("plateau", "oscillating"),
+    # steps that overshoot feed back (a bigger loss, a bigger gradient, a bigger step)
+    # until the loss overflows: where oversized steps came before the rise, they are the
+    # cause of that explosion
+    explains=("exploding_gradients",),
     signature=Signature((
         OVERSIZED_STEPS,
     ), "steps are far too large for the loss surface - divide the rate by 10",
@@ -54,10 +80,11 @@ HUGE_LR = Fault(
     # Adaptive optimizers' healthy first steps reach a tenth of the weights' norm, so
     # the route above must sit past them and misses a rate that overshoots by less.
     # The overshoot's effect tells those apart: a loss that rose by half (no healthy
-    # run does) after first steps of that size.  No healthy run passes this route's
-    # guard, so it keeps the physical line.
+    # run does) in a run whose biggest steps were of that size (OVERSIZED_PEAK: the
+    # first ones, or those after a warm-up).  No healthy run passes this route's guard,
+    # so it keeps the physical line.
     also=(Signature((
-        OVERSIZED_STEPS,
+        OVERSIZED_PEAK,
         ROSE,
     ), "steps this large made the loss climb above its start - divide the rate by 10",
        verdict_zh="这么大的步子让损失爬到了起点之上：把学习率除以 10"),),
@@ -143,15 +170,18 @@ DROPOUT_TOO_STRONG = Fault(
           "loss says; healthy runs stay within 0.05", log=False, unit=0.05,
           label_zh="训练损失减评估损失",
           why_zh="不带 dropout 评估的模型明显好于它的训练损失；健康运行保持在 0.05 以内"),
-        C("dropout_rate", True, 0.3, "dropout rate in training",
-          "the model drops 30% or more of a layer in training (checked when recorded): "
-          "at the 0-0.1 that healthy runs use, training-mode and evaluation losses differ "
-          "by under 0.08, so a larger gap has another cause, such as training labels "
+        C("dropout_rate", True, 0.6, "dropout rate in training",
+          "the model drops more than half of a layer in training (checked when "
+          "recorded), past the 0.5 that is the largest rate in common use (0.1-0.5): "
+          "within that range a gap between training and evaluation losses is what a "
+          "working regulariser does, or has another cause, such as training labels "
           "noisier than the validation labels", log=False, unit=0.1, required=False,
           role="guard",
           label_zh="训练时的 dropout 比率",
-          why_zh="模型在训练时丢弃一层中 30% 或更多的单元（记录时检查）：在健康运行所用的 0-0.1 下，训练模式"
-                 "与评估模式的损失相差不到 0.08，所以更大的差距另有原因，例如训练标签比验证标签噪声更大"),
+          why_zh="模型在训练时丢弃一层中一半以上的单元（记录时检查），超过了常用范围（0.1-0.5）的上限 0.5："
+                 "在这个范围内，训练与评估损失之间的差距正是正常工作的正则化该有的，或者另有原因，例如训练标"
+                 "签比验证标签噪声更大"),
+        POSITIVE_LOSS,
         CALM,
         FINITE,
         C("output_scale_start", False, 3, "logit std at step 0",
@@ -379,6 +409,13 @@ LR_DECAYED_TOO_EARLY = Fault(
           label_zh="运行 30-40% 处每单位梯度的步长与初始值之比",
           why_zh="有效学习率在运行的 40% 之前就下降了 100x：恒定的学习率变化不超过几 x（动量、噪声），余弦调"
                  "度在那里仍为 0.73，所以这是一个衰减得太早的调度"),
+        C("lr_change_early", False, 0.01, "learning rate at 30-40% of the run, over its start",
+          "the rate the optimizer is set to fell as well (checked when recorded): an "
+          "adaptive optimizer shrinks its step per unit of gradient by itself when the "
+          "gradients grow, at a constant rate", required=False, role="guard",
+          label_zh="运行 30-40% 处的学习率与起点之比",
+          why_zh="优化器被设定的学习率也下降了（记录时检查）：梯度变大时，自适应优化器会自己缩小每单位梯度的"
+                 "步长，而学习率并没有变"),
     ), "the steps shrank by orders of magnitude early in the run - is the learning "
        "rate decayed too early (a scheduler stepped every batch instead of every "
        "epoch)?",
