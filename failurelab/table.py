@@ -86,21 +86,29 @@ class Table:
         if self._frame is None:
             width = len(self.columns)
             rows = [r + [_NAN] * (width - len(r)) for r in self.rows]
-            frame = _frame(rows, self.columns) if rows else pd.DataFrame(rows, columns=self.columns)
-            self._frame = frame.astype({"step": "int64"})
+            if rows:
+                self._frame = _frame(rows, self.columns)
+            else:
+                self._frame = pd.DataFrame(rows, columns=self.columns).astype({"step": "int64"})
         return self._frame.copy()
 
 
 def _frame(rows: list[list], columns: list[str]) -> pd.DataFrame:
-    """`pd.DataFrame(rows, columns=columns)`, several times faster: pandas infers each
-    column's type value by value, but a column can only come out as other than float64
-    if its first value is not a float (counts are ints, int64 when all of them are), so
-    only those columns go through pandas' inference."""
-    first = rows[0]
-    odd = [j for j, value in enumerate(first) if type(value) is not float]
-    data = dict(zip(columns, np.array(rows, dtype=np.float64).T))
-    if odd:
-        inferred = pd.DataFrame([[r[j] for j in odd] for r in rows])
-        for i, j in enumerate(odd):
-            data[columns[j]] = inferred[i].to_numpy()
+    """`pd.DataFrame(rows, columns=columns)` with an int64 step, many times faster.
+
+    pandas infers each column's type value by value: int64 where every value is an
+    int, float64 where ints and floats mix.  Only a column whose first value is not a
+    float (the counts) can be other than float64, so only those are looked at; anything
+    but ints and floats is left to pandas' own inference."""
+    array = np.array(rows, dtype=np.float64)
+    data = dict(zip(columns, array.T))
+    for j, value in enumerate(rows[0]):
+        if type(value) is not float:
+            values = [r[j] for r in rows]
+            kinds = set(map(type, values))
+            if kinds == {int}:
+                data[columns[j]] = np.array(values, dtype=np.int64)
+            elif not kinds <= {int, float}:
+                data[columns[j]] = pd.DataFrame({0: values})[0].to_numpy()
+    data["step"] = data["step"].astype(np.int64)  # not DataFrame.astype: 10 ms, by column
     return pd.DataFrame(data)
