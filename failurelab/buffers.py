@@ -118,3 +118,52 @@ def _device(params: list[torch.Tensor]) -> torch.device:
     a model spread over several devices is gathered on the CPU."""
     devices = {p.device for p in params}
     return devices.pop() if len(devices) == 1 else torch.device("cpu")
+
+
+class Ring:
+    """Copies of one forward tensor, a row per step, in a buffer reused chunk after
+    chunk.  Holding a copy rather than the tensor lets the loop's allocator recycle
+    the tensor's memory as it would unmonitored (memory still in cache, instead of a
+    chunk's worth of fresh memory), and a chunk of consecutive rows is one tensor,
+    computed without stacking.  `copy` writes the current row (again, for each forward
+    pass of a step), `advance` hands it over; a row is rewritten `rows` steps later, so
+    `rows` must exceed the steps a chunk holds."""
+
+    def __init__(self, rows: int):
+        self.rows = rows
+        self.buffer: torch.Tensor | None = None
+        self.next = 0
+
+    def copy(self, t: torch.Tensor) -> torch.Tensor:
+        """A copy of `t` in the current row (a view of the buffer)."""
+        buffer = self.buffer
+        if (buffer is None or buffer.shape[1:] != t.shape or buffer.dtype != t.dtype
+                or buffer.device != t.device):
+            buffer = self.buffer = torch.empty((self.rows, *t.shape), dtype=t.dtype,
+                                               device=t.device)
+            self.next = 0
+        enabled = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(False)  # `t` may require grad; the copy must not
+        try:
+            return buffer[self.next].copy_(t)
+        finally:
+            torch._C._set_grad_enabled(enabled)
+
+    def advance(self) -> None:
+        self.next = (self.next + 1) % self.rows
+
+    @staticmethod
+    def stack(rows: list[torch.Tensor]) -> torch.Tensor:
+        """`torch.stack(rows)`; a view, without copying, when they are consecutive rows
+        of one ring buffer."""
+        first, last, k = rows[0], rows[-1], len(rows)
+        base = first._base
+        if base is not None and last._base is base and first.numel():
+            start = first.storage_offset() // first.numel()
+            if (last.storage_offset() - first.storage_offset() == (k - 1) * first.numel()
+                    and base.dim() == first.dim() + 1 and start + k <= base.shape[0]):
+                return base[start:start + k]
+        return torch.stack(rows)
+
+    def forget(self) -> None:
+        self.buffer = None

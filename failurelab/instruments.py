@@ -16,10 +16,12 @@ from dataclasses import dataclass
 import torch
 
 from . import probes
-from .buffers import ChainBuffers, SampleBuffers
+from .buffers import ChainBuffers, Ring, SampleBuffers
 
 _NAN = float("nan")
 KEEP_ENTRIES = 2**16  # forward tensors larger than this are reduced in their hook
+CHUNK_STEPS = 32  # steps whose statistics are computed together (at most)
+RING_ROWS = CHUNK_STEPS + 1  # a `Ring` must outlast a chunk
 _ACTIVATION_KINDS = {torch.nn.Sigmoid: "sigmoid", torch.nn.Tanh: "tanh",
                      torch.nn.ReLU: "relu"}
 
@@ -41,8 +43,10 @@ class Instrument:
         return None
 
     def forget(self) -> None:
-        """Drop references to the last batch (on close)."""
+        """Drop references to the last batch and copies (on close)."""
         self.current = self.grad = None
+        if hasattr(self, "ring"):
+            self.ring.forget()
 
     def shape(self, payload):
         """Payloads stack into one chunk only while this key stays the same."""
@@ -165,6 +169,7 @@ class Inputs(Instrument):
 
     def __init__(self):
         self.earlier: list[torch.Tensor] = []  # this step's previous micro-batches, copied
+        self.ring = Ring(RING_ROWS)
 
     def see(self, seen) -> None:
         args, kwargs = seen
@@ -184,7 +189,12 @@ class Inputs(Instrument):
         x, earlier, self.current, self.earlier = self.current, self.earlier, None, []
         if x is None:
             return None
-        x = x.detach().clone()  # a loop may refill one input buffer in place every step
+        # a loop may refill one input buffer in place every step: keep a copy
+        if x.is_contiguous():
+            x = self.ring.copy(x)
+            self.ring.advance()
+        else:
+            x = x.detach().clone()
         if unbatched:
             return x.unsqueeze(0)
         return torch.cat([*earlier, x]) if earlier else x
@@ -195,9 +205,9 @@ class Inputs(Instrument):
     def compute(self, xs):
         if xs[0] is None:
             return {}
-        stacked = torch.stack(xs)
+        stacked = Ring.stack(xs)
         absmax, low, high = zip(*probes.input_quantities(stacked).tolist())
-        out = {c: [] for c in self.columns}
+        out = {}
         if self.partials and stacked.is_floating_point():
             flat = stacked.reshape(len(xs), stacked.shape[1], -1).double()
             finite = flat.isfinite()
@@ -205,14 +215,16 @@ class Inputs(Instrument):
             out["_in_fsum"] = list(flat.sum(1).numpy())
             out["_in_fsq"] = list(flat.square().sum(1).numpy())
             out["_in_fn"] = list(finite.double().sum(1).numpy())
-        for x, a, lo, hi in zip(xs, absmax, low, high):
-            ratio, bad = (math.sqrt(hi / lo) if lo > 0 else _NAN), 0
-            if x.shape[0] < 2:  # one sample has no per-feature spread
-                bad = probes.nonfinite_count(x) if not math.isfinite(a) else 0
-            elif x.is_floating_point() and not (math.isfinite(a) and math.isfinite(ratio)):
-                ratio, bad = probes.std_ratio(x), probes.nonfinite_count(x)
-            for c, value in zip(self.columns, (a, ratio, bad, x.shape[0])):
-                out[c].append(value)
+        ratios = [math.sqrt(hi / lo) if lo > 0 else _NAN for lo, hi in zip(low, high)]
+        bad = [0] * len(xs)
+        batch, floating = xs[0].shape[0], xs[0].is_floating_point()  # alike in a chunk
+        for i, (x, a) in enumerate(zip(xs, absmax)):
+            if batch < 2:  # one sample has no per-feature spread
+                if not math.isfinite(a):
+                    bad[i] = probes.nonfinite_count(x)
+            elif floating and not (math.isfinite(a) and math.isfinite(ratios[i])):
+                ratios[i], bad[i] = probes.std_ratio(x), probes.nonfinite_count(x)
+        out.update(zip(self.columns, (absmax, ratios, bad, [batch] * len(xs))))
         return out
 
 
@@ -270,31 +282,33 @@ class Outputs(Instrument):
         outs = [p[0] for p in payloads]
         grads = [p[1] for p in payloads]
         k = len(payloads)
-        nan = [[_NAN, _NAN]] * k
+        # a chunk's payloads share their shapes: all of them tensors, or all None
         stacked = torch.stack(outs) if outs[0] is not None else None
-        sums = probes.sums(stacked).tolist() if stacked is not None else nan
-        kinds = probes.distribution_rows(stacked).tolist() if stacked is not None else nan
         stacked_grads = torch.stack(grads) if grads[0] is not None else None
-        floor = (probes.zeros_and_floor(stacked_grads).tolist() if stacked_grads is not None
-                 else nan)
-        weights = (probes.loss_weights(stacked, stacked_grads).tolist()
-                   if stacked is not None and stacked_grads is not None else [_NAN] * k)
-        out = {c: [] for c in self.columns}
-        for y, (total, sq), (zero, low), (prob, logp), weight, (*_, backwards) in zip(
-                outs, sums, floor, kinds, weights, payloads):
-            n = y.numel() if y is not None else 0
-            bad = _NAN if y is None else 0
-            if n and not math.isfinite(sq):  # non-finite or overflowed: count exactly
-                bad = probes.nonfinite_count(y)
-            for c, value in zip(self.columns, (probes.std_of(total, sq, n), zero, low, prob,
-                                               logp, bad, weight,
-                                               _NAN if backwards is None else backwards)):
-                out[c].append(value)
+        nan = torch.full((k, 2), _NAN)
+        if stacked is not None:
+            tables = [probes.sums(stacked), probes.distribution_rows(stacked)]
+        else:
+            tables = [nan, nan]
+        tables.append(probes.zeros_and_floor(stacked_grads) if stacked_grads is not None
+                      else nan)
+        if stacked is not None and stacked_grads is not None:
+            tables.append(probes.loss_weights(stacked, stacked_grads).unsqueeze(1))
+        else:
+            tables.append(nan[:, :1])
+        values = torch.cat(tables, dim=1).tolist()  # one conversion for the whole chunk
+        n = outs[0].numel() if stacked is not None else 0
+        total, sq, prob, logp, zero, low, weight = zip(*values)
+        bad = [_NAN] * k if stacked is None else [
+            probes.nonfinite_count(y) if n and not math.isfinite(s) else 0  # count exactly
+            for y, s in zip(outs, sq)]
+        out = dict(zip(self.columns, (
+            [probes.std_of(t, s, n) for t, s in zip(total, sq)], zero, low, prob, logp, bad,
+            weight, [_NAN if p[2] is None else p[2] for p in payloads])))
         if self.partials and stacked is not None:
             rows = outs[0].numel() // (outs[0].shape[-1] if outs[0].dim() else 1)
             grad_n = grads[0].numel() if grads[0] is not None else 0
-            for key, values in (("_out_sum", [s[0] for s in sums]),
-                                ("_out_sq", [s[1] for s in sums]),
+            for key, values in (("_out_sum", list(total)), ("_out_sq", list(sq)),
                                 ("_out_n", [outs[0].numel()] * k), ("_out_rows", [rows] * k),
                                 ("_out_grad_n", [grad_n] * k)):
                 out[key] = values
@@ -315,24 +329,27 @@ class Activations(Instrument):
 
     def __init__(self, module_name: str, kind: str, keep_entries: int = KEEP_ENTRIES):
         self.kind, self.keep_entries = kind, keep_entries
+        self.ring = Ring(RING_ROWS)
         self.name = f"activations/{module_name}"
         last = "dead_frac" if kind == "relu" else "saturated_frac"
         self.columns = tuple(f"{c}/{module_name}" for c in ("act_mean", "act_std", last))
 
-    current = None  # the output (a tensor) or its sums (a `Reduced`)
+    current = None  # a copy of the output (a row of `ring`) or its sums (a `Reduced`)
 
     def see(self, output, unbatched: bool) -> None:
         if not isinstance(output, torch.Tensor):
             return
         y = output.unsqueeze(0) if unbatched else output
         if y.numel() <= self.keep_entries or y.dim() < 2:
-            self.current = y  # stacked under no_grad when its chunk is computed
+            self.current = self.ring.copy(y)  # computed with its chunk
             return
         sums, units = probes.activation_quantities(self.kind, y.detach().unsqueeze(0))
         self.current = Reduced(sums, y.shape, units if self.partials else None)
 
     def take(self, unbatched: bool):
         y, self.current = self.current, None
+        if y is not None and not isinstance(y, Reduced):
+            self.ring.advance()
         return y
 
     def shape(self, y):
@@ -348,15 +365,14 @@ class Activations(Instrument):
             units = [y.units for y in ys]
         else:
             shape = ys[0].shape
-            table, units = probes.activation_quantities(self.kind, torch.stack(ys))
+            table, units = probes.activation_quantities(self.kind, Ring.stack(ys))
         table = table.tolist()
         per_step, n = probes.activation_units(self.kind, shape), shape.numel()
-        out = {c: [] for c in self.columns}
-        for total, sq, failed in table:
-            failed = failed if math.isfinite(total) else _NAN  # NaN activations: unknown
-            for c, value in zip(self.columns, (total / n, probes.std_of(total, sq, n),
-                                               failed / per_step)):
-                out[c].append(value)
+        mean, std, failed = self.columns
+        out = {mean: [total / n for total, _, _ in table],
+               std: [probes.std_of(total, sq, n) for total, sq, _ in table],
+               # NaN activations: their failures are unknown
+               failed: [f / per_step if math.isfinite(total) else _NAN for total, _, f in table]}
         if self.partials:
             self._add_partials(out, table, n, units)
         return out

@@ -45,18 +45,23 @@ class Table:
         gets no update (NaN, not a tiny one) and its broken gradients are not counted
         as non-finite: they are why the step was skipped."""
         bad = values.pop("_grad_nonfinite", None)
+        skipped = [step.state[self._skipped] for step in steps]
+        any_skipped = any(skipped)
         for column, column_values in values.items():
             if column[0] == "_":  # sums for the distributed merge, not columns
                 for part, value in zip(partials, column_values):
                     part[column] = value
                 continue
             j = self.index[column]
-            skip_update = column.startswith("update_")
-            for row, step, value in zip(rows, steps, column_values):
-                row[j] = _NAN if skip_update and step.state[self._skipped] else value
+            if any_skipped and column.startswith("update_"):
+                for row, skip, value in zip(rows, skipped, column_values):
+                    row[j] = _NAN if skip else value
+            else:
+                for row, value in zip(rows, column_values):
+                    row[j] = value
         if bad is not None:
-            for row, step, count in zip(rows, steps, bad):
-                if not step.state[self._skipped] and count == count:
+            for row, skip, count in zip(rows, skipped, bad):
+                if not skip and count == count:
                     row[self._nonfinite] += count
 
     def append(self, rows, steps, partials, keep_partials: bool) -> None:
