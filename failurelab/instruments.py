@@ -16,12 +16,10 @@ from dataclasses import dataclass
 import torch
 
 from . import probes
-from .buffers import ChainBuffers, Ring, SampleBuffers
+from .buffers import ChainBuffers, SampleBuffers
 
 _NAN = float("nan")
 KEEP_ENTRIES = 2**16  # forward tensors larger than this are reduced in their hook
-CHUNK_STEPS = 32  # steps whose statistics are computed together (at most)
-RING_ROWS = CHUNK_STEPS + 1  # a `Ring` must outlast a chunk
 _ACTIVATION_KINDS = {torch.nn.Sigmoid: "sigmoid", torch.nn.Tanh: "tanh",
                      torch.nn.ReLU: "relu"}
 
@@ -43,10 +41,8 @@ class Instrument:
         return None
 
     def forget(self) -> None:
-        """Drop references to the last batch and copies (on close)."""
+        """Drop references to the last batch (on close)."""
         self.current = self.grad = None
-        if hasattr(self, "ring"):
-            self.ring.forget()
 
     def shape(self, payload):
         """Payloads stack into one chunk only while this key stays the same."""
@@ -169,7 +165,6 @@ class Inputs(Instrument):
 
     def __init__(self):
         self.earlier: list[torch.Tensor] = []  # this step's previous micro-batches, copied
-        self.ring = Ring(RING_ROWS)
 
     def see(self, seen) -> None:
         args, kwargs = seen
@@ -189,12 +184,7 @@ class Inputs(Instrument):
         x, earlier, self.current, self.earlier = self.current, self.earlier, None, []
         if x is None:
             return None
-        # a loop may refill one input buffer in place every step: keep a copy
-        if x.is_contiguous():
-            x = self.ring.copy(x)
-            self.ring.advance()
-        else:
-            x = x.detach().clone()
+        x = x.detach().clone()  # a loop may refill one input buffer in place every step
         if unbatched:
             return x.unsqueeze(0)
         return torch.cat([*earlier, x]) if earlier else x
@@ -205,7 +195,7 @@ class Inputs(Instrument):
     def compute(self, xs):
         if xs[0] is None:
             return {}
-        stacked = Ring.stack(xs)
+        stacked = torch.stack(xs)
         absmax, low, high = zip(*probes.input_quantities(stacked).tolist())
         out = {}
         if self.partials and stacked.is_floating_point():
@@ -329,27 +319,24 @@ class Activations(Instrument):
 
     def __init__(self, module_name: str, kind: str, keep_entries: int = KEEP_ENTRIES):
         self.kind, self.keep_entries = kind, keep_entries
-        self.ring = Ring(RING_ROWS)
         self.name = f"activations/{module_name}"
         last = "dead_frac" if kind == "relu" else "saturated_frac"
         self.columns = tuple(f"{c}/{module_name}" for c in ("act_mean", "act_std", last))
 
-    current = None  # a copy of the output (a row of `ring`) or its sums (a `Reduced`)
+    current = None  # the output (a tensor) or its sums (a `Reduced`)
 
     def see(self, output, unbatched: bool) -> None:
         if not isinstance(output, torch.Tensor):
             return
         y = output.unsqueeze(0) if unbatched else output
         if y.numel() <= self.keep_entries or y.dim() < 2:
-            self.current = self.ring.copy(y)  # computed with its chunk
+            self.current = y  # stacked under no_grad when its chunk is computed
             return
         sums, units = probes.activation_quantities(self.kind, y.detach().unsqueeze(0))
         self.current = Reduced(sums, y.shape, units if self.partials else None)
 
     def take(self, unbatched: bool):
         y, self.current = self.current, None
-        if y is not None and not isinstance(y, Reduced):
-            self.ring.advance()
         return y
 
     def shape(self, y):
@@ -365,7 +352,7 @@ class Activations(Instrument):
             units = [y.units for y in ys]
         else:
             shape = ys[0].shape
-            table, units = probes.activation_quantities(self.kind, Ring.stack(ys))
+            table, units = probes.activation_quantities(self.kind, torch.stack(ys))
         table = table.tolist()
         per_step, n = probes.activation_units(self.kind, shape), shape.numel()
         mean, std, failed = self.columns

@@ -41,7 +41,7 @@ from .table import Table
 PRESETS = {"full": (("parameters", "layers", "inputs", "outputs", "activations"), 1),
            "economy": (("parameters",), 10)}
 ECONOMY_INTERVAL = PRESETS["economy"][1]
-CHUNK_STEPS = ins.CHUNK_STEPS  # steps whose statistics are computed together
+CHUNK_STEPS = 32  # steps whose statistics are computed together
 CHUNK_BYTES = 64 * 2**20  # ...unless their pending copies would exceed this
 GLOBAL_COLUMNS = ("step", "loss", "grad_norm", "weight_norm", "update_norm", "update_ratio",
                   "grad_cosine", "nonfinite", "zero_grad_frac", "grad_carried", "lr",

@@ -296,24 +296,3 @@ def test_reducing_in_the_hook_gives_the_columns_of_keeping_the_output(kind):
     for column in kept:
         assert np.allclose(np.array(reduced[column], dtype=float),
                            np.array(kept[column], dtype=float), rtol=1e-6), column
-
-
-def test_a_ring_keeps_copies_and_stacks_consecutive_rows_without_copying():
-    """Forward tensors are kept as copies in reused rows: a later in-place change of
-    the tensor does not reach them, a second forward of the same step replaces its row,
-    consecutive rows stack as a view, and rows around the wrap stack by copying."""
-    from failurelab.buffers import Ring
-
-    ring, source, rows = Ring(4), torch.zeros(2, 3), []
-    for step in range(6):
-        source.fill_(-1.0)
-        ring.copy(source)  # an earlier micro-batch of this step, replaced below
-        source.fill_(float(step))
-        rows.append(ring.copy(source))
-        ring.advance()
-        source.fill_(99.0)  # the loop refills its input buffer in place
-    assert [r[0, 0].item() for r in rows[-4:]] == [2.0, 3.0, 4.0, 5.0]
-    consecutive = Ring.stack(rows[4:6])  # rows 0 and 1 of the buffer, second time round
-    assert consecutive._base is ring.buffer and consecutive[:, 0, 0].tolist() == [4.0, 5.0]
-    wrapped = Ring.stack(rows[3:5])  # buffer rows 3 and 0
-    assert wrapped._base is None and wrapped[:, 0, 0].tolist() == [3.0, 4.0]
