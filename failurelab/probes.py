@@ -44,7 +44,7 @@ def chained_columns(rows: torch.Tensor, sizes, per_layer: bool) -> torch.Tensor:
     grads, weights, scratch = rows.unbind(1)
     torch.sub(weights[1:], weights[:-1], out=scratch[:-1])  # the updates
     norms = _with_totals(layer_norms(rows.view(-1, rows.shape[2]), sizes), 3)  # (k+1, 3, P+1)
-    dots = row_dots(grads[1:], grads[:-1])
+    dots = row_dots(grads[1:], grads[:-1], scratch[:-1])
     nonzero = _nonzero(grads[1:], scratch[:-1])
     return _assemble(norms[1:, 0], norms[:-1, 0, -1], dots, norms[1:, 1], norms[:-1, 1],
                      norms[:-1, 2], nonzero, per_layer)
@@ -58,7 +58,7 @@ def sampled_columns(rows: torch.Tensor, sizes, per_layer: bool) -> torch.Tensor:
     norms = _with_totals(layer_norms(rows.view(-1, rows.shape[2]), sizes), 5)  # (k, 5, P+1)
     prev_norm = (norms[:, 1, 0] if len(sizes) == 1  # the whole row's norm
                  else torch.linalg.vector_norm(prev, dim=1))
-    dots = row_dots(grads, prev)
+    dots = row_dots(grads, prev, scratch)
     return _assemble(norms[:, 0], prev_norm, dots, norms[:, 3], norms[:, 2], norms[:, 4],
                      _nonzero(grads, scratch), per_layer)
 
@@ -96,12 +96,14 @@ def _nonzero(grads: torch.Tensor, scratch: torch.Tensor | None = None) -> torch.
     return count_where(torch.ne, grads, 0, scratch) / grads.shape[1]
 
 
-def row_dots(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """(k, n), (k, n) → (k,): each row's dot product.  Short rows: one vecdot call.
-    Long rows: one BLAS dot per row, which reads them once and allocates nothing of
-    their size (vecdot multiplies, then sums; bmm is twice as slow as dot)."""
+def row_dots(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """(k, n), (k, n) → (k,): each row's dot product.  Short rows: one vecdot call, or,
+    given scratch `out` of their shape, the same product and sum without allocating a
+    temporary of their size (bitwise the same).  Long rows: one BLAS dot per row, which
+    reads them once and allocates nothing (vecdot multiplies, then sums; bmm is twice
+    as slow as dot)."""
     if a.shape[1] < LONG_ROW:
-        return torch.linalg.vecdot(a, b)
+        return torch.linalg.vecdot(a, b) if out is None else torch.mul(a, b, out=out).sum(1)
     return torch.stack([torch.dot(x, y) for x, y in zip(a, b)])
 
 
@@ -144,9 +146,9 @@ def activation_quantities(kind: str, Y: torch.Tensor) -> tuple[torch.Tensor, tor
     """
     k = Y.shape[0]
     flat = Y.reshape(k, -1).to(F32)
-    squares = row_dots(flat, flat)
     units = None
     if kind == "relu":
+        squares = row_dots(flat, flat)
         units = torch.matmul(flat.new_ones(Y.shape[1]), flat.reshape(k, Y.shape[1], -1))
         total = units.sum(1)
         failed = units.shape[1] - count_where(torch.gt, units, 0)
@@ -155,6 +157,7 @@ def activation_quantities(kind: str, Y: torch.Tensor) -> tuple[torch.Tensor, tor
         bound = 0.5 if kind == "sigmoid" else 0.0  # centre of the output range
         distance = (flat - bound).abs_()
         failed = count_where(torch.gt, distance, 1 - bound - SATURATION_MARGIN, distance)
+        squares = row_dots(flat, flat, distance)  # reuses the temporary
     return torch.stack([total, squares, failed], dim=1), units
 
 
