@@ -265,7 +265,8 @@ class Outputs(Instrument):
         # a chunk's payloads share their shapes: all of them tensors, or all None
         stacked = torch.stack(outs) if outs[0] is not None else None
         stacked_grads = torch.stack(grads) if grads[0] is not None else None
-        nan = torch.full((k, 2), _NAN)
+        some = stacked if stacked is not None else stacked_grads
+        nan = torch.full((k, 2), _NAN, device=some.device if some is not None else None)
         if stacked is not None:
             tables = [probes.sums(stacked), probes.distribution_rows(stacked)]
         else:

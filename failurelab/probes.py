@@ -213,7 +213,7 @@ def loss_weights(outputs: torch.Tensor, grads: torch.Tensor, tol: float = 1e-2) 
     have no gradient); a sum weighs B.  Soft targets (label smoothing, distillation)
     only lower the estimate.  `tol` admits float16 rounding of the gradient."""
     if outputs.dim() < 3 or outputs.shape[-1] < 2:  # one logit per row: no class axis
-        return torch.full((outputs.shape[0],), float("nan"))
+        return torch.full((outputs.shape[0],), float("nan"), device=outputs.device)
     k, classes = outputs.shape[0], outputs.shape[-1]
     p = outputs.reshape(k, -1, classes).to(F32).softmax(-1)
     g = grads.reshape(k, -1, classes).to(F32)
