@@ -6,19 +6,32 @@ For each loop the variants run interleaved (plain, full, economy, plain, ...), s
 background load hits all of them alike; each variant's time per step is the median
 over the repeats, and the ratio is taken to the plain loop's median.
 
-    OMP_NUM_THREADS=1 python benchmarks/overhead.py [--repeats 9] [--steps 256]
+    OMP_NUM_THREADS=1 python benchmarks/overhead.py [--repeats 9] [--steps 256] [--floor]
+        [--against DIR]
 
 Targets (issue 10), printed beside each ratio: full <= 1.3x on the tiny MLP and
 <= 1.05x on the CNN; economy <= 1.05x on both.  The load average is printed before and
 after: on a shared machine, ratios measured under load are noisier and usually higher.
+
+`--floor` adds two variants that register the hooks each preset needs with empty
+bodies (and read the loss as a float, as `record` must): what any hook-based monitor
+pays before it measures anything, the floor under the presets' ratios.
+
+`--against DIR` adds the presets of another copy of the package, DIR/failurelab (e.g.
+`git archive main failurelab | tar -x -C DIR`), to the same interleaved run: on a
+shared machine, before and after measured minutes apart differ by more than a change
+does, side by side they do not.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -45,10 +58,17 @@ def cnn_parts(steps: int):
     return model, opt, nn.CrossEntropyLoss(), [data[i % 8] for i in range(steps)]
 
 
-def loop(make, preset: str | None, steps: int) -> float:
-    """Seconds per step of one loop, plain or monitored."""
+def loop(make, preset: str | None, steps: int, other=None) -> float:
+    """Seconds per step of one loop: plain, monitored (preset "full" or "economy", or
+    "full@other"... for `other`, the --against copy's Monitor), or with empty hooks
+    ("floor full"...)."""
     model, opt, loss_fn, batches = make(steps)
-    mon = fl.Monitor(model, opt, preset=preset) if preset else None
+    mon = None
+    if preset in ("full", "economy"):
+        mon = fl.Monitor(model, opt, preset=preset)
+    elif preset and preset.endswith("@other"):
+        mon = other(model, opt, preset=preset[:-len("@other")])
+    handles = empty_hooks(model, opt, preset[len("floor "):]) if preset and not mon else []
     start = time.perf_counter()
     for X, y in batches:
         opt.zero_grad(set_to_none=True)
@@ -57,33 +77,71 @@ def loop(make, preset: str | None, steps: int) -> float:
         opt.step()
         if mon is not None:
             mon.record(loss)
+        elif handles:
+            loss.item()
     if mon is not None:
         mon.history  # noqa: B018 - the pending statistics are part of the cost
     elapsed = time.perf_counter() - start
     if mon is not None:
         assert len(mon.history) == steps
         mon.close()
+    for handle in handles:
+        handle.remove()
     return elapsed / steps
+
+
+def empty_hooks(model, opt, preset: str) -> list:
+    """The hooks `fl.Monitor` registers for `preset`, doing nothing."""
+    def nothing(*args):
+        return None
+
+    def output_hook(module, args, output):
+        output.register_hook(nothing)  # the monitor hooks each step's output tensor
+
+    last = [p for p in model.parameters() if p.requires_grad][-1]
+    handles = [opt.register_step_pre_hook(nothing), last.register_hook(nothing)]
+    if preset == "full":
+        handles += [model.register_forward_pre_hook(nothing, with_kwargs=True),
+                    model.register_forward_hook(output_hook)]
+        handles += [m.register_forward_hook(nothing) for m in model.modules()
+                    if isinstance(m, (nn.Sigmoid, nn.Tanh, nn.ReLU))]
+    return handles
 
 
 TARGETS = {"mlp": {"full": 1.3, "economy": 1.05}, "cnn": {"full": 1.05, "economy": 1.05}}
 
 
-def measure(name: str, make, steps: int, repeats: int, targets: dict) -> None:
+def load_other(folder: str):
+    """`Monitor` from DIR/failurelab, imported as a package of another name."""
+    init = Path(folder) / "failurelab" / "__init__.py"
+    spec = importlib.util.spec_from_file_location("failurelab_other", init,
+                                                  submodule_search_locations=[str(init.parent)])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = package
+    spec.loader.exec_module(package)
+    return importlib.import_module("failurelab_other.monitor").Monitor
+
+
+def measure(name: str, make, steps: int, repeats: int, targets: dict, floor: bool,
+            other=None) -> None:
     variants = {"plain": None, "full": "full", "economy": "economy"}
+    if other is not None:
+        variants.update({"full@other": "full@other", "economy@other": "economy@other"})
+    if floor:
+        variants.update({"floor full": "floor full", "floor eco": "floor economy"})
     times = {v: [] for v in variants}
     loop(make, None, min(steps, 32))  # warm up allocator and kernels
     for _ in range(repeats):
         for variant, preset in variants.items():
-            times[variant].append(loop(make, preset, steps))
+            times[variant].append(loop(make, preset, steps, other))
     medians = {v: statistics.median(t) for v, t in times.items()}
     print(f"{name}: {steps} steps, median of {repeats} interleaved repeats")
-    print(f"{'variant':<10}{'µs/step':>10}{'ratio':>8}{'target':>8}")
+    print(f"{'variant':<14}{'µs/step':>10}{'ratio':>8}{'target':>8}")
     for variant in variants:
         ratio = medians[variant] / medians["plain"]
         target = targets.get(variant)
         verdict = "" if target is None else f"{target:>8.2f}  {'met' if ratio <= target else 'MISSED'}"
-        print(f"{variant:<10}{medians[variant] * 1e6:>10.1f}{ratio:>8.2f}{verdict}")
+        print(f"{variant:<14}{medians[variant] * 1e6:>10.1f}{ratio:>8.2f}{verdict}")
     print()
 
 
@@ -92,12 +150,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--steps", type=int, default=256)
     parser.add_argument("--cnn-steps", type=int, default=64)
+    parser.add_argument("--floor", action="store_true",
+                        help="also time the presets' hooks with empty bodies")
+    parser.add_argument("--against", metavar="DIR",
+                        help="also time the presets of DIR/failurelab, side by side")
     args = parser.parse_args()
+    other = load_other(args.against) if args.against else None
+    if other is not None:
+        print("against", sys.modules["failurelab_other"].__file__)
     torch.set_num_threads(1)
     print("load average (1, 5, 15 min): %.2f %.2f %.2f" % os.getloadavg(), "\n")
-    measure("tiny MLP (tabular baseline)", mlp_parts, args.steps, args.repeats, TARGETS["mlp"])
+    measure("tiny MLP (tabular baseline)", mlp_parts, args.steps, args.repeats, TARGETS["mlp"],
+            args.floor, other)
     measure("mid-size CNN (0.5 M parameters)", cnn_parts, args.cnn_steps, args.repeats,
-            TARGETS["cnn"])
+            TARGETS["cnn"], args.floor, other)
     print("load average (1, 5, 15 min): %.2f %.2f %.2f" % os.getloadavg())
 
 

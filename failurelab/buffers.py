@@ -17,37 +17,41 @@ _NAN = float("nan")
 class ChainBuffers:
     """Full preset: every step observed, copies chained to save one copy per step.
 
-    Row i of `weights` holds the weights just before step i, so row i + 1 doubles as
-    "after step i" (anything that changes the weights between two steps counts as part
-    of the update).  Row 0 of `grads` holds the last gradient of the previous chunk, so
-    each step's previous gradient is simply the row above its own.
+    Row i holds the gradient of the step before step i (row 0: the last gradient of the
+    previous chunk, NaN at first), the weights just before step i, and a scratch row.
+    Row i + 1 doubles as "after step i" (anything that changes the weights between two
+    steps counts as part of the update), and each step's previous gradient is simply
+    the row above its own.  The three kinds of row are interleaved in one buffer, so
+    the norms of a whole chunk of them take one call per parameter tensor.
     """
 
     def __init__(self, params: list[torch.Tensor], chunk: int):
         n = sum(p.numel() for p in params)
         self.params = params
         self.device = device = _device(params)
-        self.grads = torch.full((chunk + 1, n), _NAN, device=device)
-        self.weights = torch.empty(chunk + 1, n, device=device)
-        self.scratch = torch.empty(chunk, n, device=device)  # updates, then signs
+        self.rows = torch.zeros(chunk + 1, 3, n, device=device)  # zeros: finite scratch
+        self.grads, self.weights, self.scratch = self.rows.unbind(1)
+        self.grads.fill_(_NAN)
         self.grad_rows = [probes.shaped_views(r, params) for r in self.grads]
         self.weight_rows = [probes.shaped_views(r, params) for r in self.weights]
+        # a step's weights and gradients, copied in one call
+        self.step_rows = [w + g for w, g in zip(self.weight_rows, self.grad_rows[1:])]
 
     def before_step(self, slot: int, first: bool, grads: list[torch.Tensor]) -> None:
         if first:
-            torch._foreach_copy_(self.weight_rows[slot], self.params)
-        torch._foreach_copy_(self.grad_rows[slot + 1], grads)
+            _copy(self.step_rows[slot], [*self.params, *grads])
+        else:
+            _copy(self.grad_rows[slot + 1], grads)
 
     def at_record(self, slot: int, stepped: bool, grads) -> None:
         """`grads()` gives the current gradients; asked for only when no step ran."""
         if not stepped:  # no optimizer step (AMP skipped it): weights unchanged
             self.before_step(slot, True, grads())
 
-    def columns(self, k: int, close: bool, sizes) -> torch.Tensor:
+    def columns(self, k: int, close: bool, sizes, per_layer: bool) -> torch.Tensor:
         if close:  # the weights after the chunk's last step are the current ones
-            torch._foreach_copy_(self.weight_rows[k], self.params)
-        return probes.chained_columns(self.grads[:k + 1], self.weights[:k + 1], sizes,
-                                      self.scratch)
+            _copy(self.weight_rows[k], self.params)
+        return probes.chained_columns(self.rows[:k + 1], sizes, per_layer)
 
     def step_grads(self, slot: int) -> torch.Tensor:
         return self.grads[slot + 1]
@@ -60,46 +64,67 @@ class ChainBuffers:
 
 
 class SampleBuffers:
-    """Economy preset: separate copies for each observed step and the one before it."""
+    """Economy preset: separate copies for each observed step and the one before it.
+
+    Row i holds, interleaved: the step's gradient, the previous step's, the weights
+    before and after the step, and a scratch row (see `ChainBuffers`)."""
 
     def __init__(self, params: list[torch.Tensor], chunk: int):
         n = sum(p.numel() for p in params)
         self.params = params
         self.device = device = _device(params)
-        self.bufs = [torch.empty(chunk, n, device=device) for _ in range(4)]  # grads, prev,
-        #                                                           weights before and after
-        self.rows = [[probes.shaped_views(r, params) for r in b] for b in self.bufs]
+        self.rows = torch.zeros(chunk, 5, n, device=device)  # zeros: finite scratch
+        self.bufs = self.rows.unbind(1)[:4]  # grads, previous grads, weights before, after
+        self.views = [[None] * chunk for _ in self.bufs]  # made when first used
         self.have_prev = False
+
+    def _views(self, kind: int, slot: int) -> list[torch.Tensor]:
+        """The shaped views of one row (most rows of an economy chunk are never used)."""
+        views = self.views[kind][slot]
+        if views is None:
+            views = self.views[kind][slot] = probes.shaped_views(self.bufs[kind][slot],
+                                                                 self.params)
+        return views
 
     def before_step(self, slot: int, first: bool, grads: list[torch.Tensor]) -> None:
         if first:
-            torch._foreach_copy_(self.rows[2][slot], self.params)
-        torch._foreach_copy_(self.rows[0][slot], grads)
+            _copy(self._views(2, slot), self.params)
+        _copy(self._views(0, slot), grads)
 
     def keep_previous(self, slot: int, grads: list[torch.Tensor]) -> None:
-        torch._foreach_copy_(self.rows[1][slot], grads)
+        _copy(self._views(1, slot), grads)
         self.have_prev = True
 
     def at_record(self, slot: int, stepped: bool, grads) -> None:
         """`grads()` gives the current gradients; asked for only when no step ran."""
-        torch._foreach_copy_(self.rows[3][slot], self.params)
+        _copy(self._views(3, slot), self.params)
         if not stepped:
-            torch._foreach_copy_(self.rows[0][slot], grads())
+            _copy(self._views(0, slot), grads())
             self.bufs[2][slot] = self.bufs[3][slot]
         if not self.have_prev:
             self.bufs[1][slot] = _NAN  # no previous step to compare with
         self.have_prev = False
 
-    def columns(self, k: int, close: bool, sizes) -> torch.Tensor:
-        return probes.sampled_columns(*(b[:k] for b in self.bufs), sizes)
+    def columns(self, k: int, close: bool, sizes, per_layer: bool) -> torch.Tensor:
+        return probes.sampled_columns(self.rows[:k], sizes, per_layer)
 
     def step_grads(self, slot: int) -> torch.Tensor:
         return self.bufs[0][slot]
 
     def carry(self, k: int, moving: int | None) -> None:
         if moving is not None:
-            for b in self.bufs:
-                b[0] = b[moving]
+            self.rows[0] = self.rows[moving]
+
+
+def _copy(rows: list[torch.Tensor], tensors: list[torch.Tensor]) -> None:
+    """`torch._foreach_copy_` with autograd off (the weights require grad), switched
+    directly: `torch.no_grad()` costs a microsecond more, every step."""
+    enabled = torch.is_grad_enabled()
+    torch._C._set_grad_enabled(False)
+    try:
+        torch._foreach_copy_(rows, tensors)
+    finally:
+        torch._C._set_grad_enabled(enabled)
 
 
 def _device(params: list[torch.Tensor]) -> torch.device:

@@ -65,11 +65,14 @@ class Parameters(Instrument):
         self.buffers = (ChainBuffers if interval == 1 else SampleBuffers)(params, chunk)
         self.chunk, self.filled, self.sparse = chunk, 0, False
         self.absent: dict[int, float] = {}  # slot -> entries a sparse gradient leaves out
-        self.columns = ("grad_norm", "weight_norm", "update_norm", "update_ratio",
-                        "grad_cosine", "zero_grad_frac", "_grad_nonfinite")
+        self.per_layer = per_layer
+        # the columns of the table `probes` computes, in its order
+        self.computed = ("grad_norm", "weight_norm", "update_norm", "update_ratio",
+                         "grad_cosine", "zero_grad_frac")
         if per_layer:
-            self.columns += tuple(f"{kind}/{n}" for kind in
-                                  ("grad_norm", "weight_norm", "update_ratio") for n in names)
+            self.computed += tuple(f"{kind}/{n}" for kind in
+                                   ("grad_norm", "weight_norm", "update_ratio") for n in names)
+        self.columns = self.computed + ("_grad_nonfinite",)
 
     def grads(self, slot: int | None = None) -> list[torch.Tensor]:
         """Current gradients as dense tensors (zeros where there is none)."""
@@ -82,29 +85,28 @@ class Parameters(Instrument):
         return grads
 
     def before_step(self, observed: bool, phase_last: bool, first: bool) -> None:
-        with torch.no_grad():
-            if observed:
-                self._copy(lambda grads: self.buffers.before_step(self.filled, first, grads))
-            elif phase_last:  # economy: keep g_{t-1} for step t's cosine
-                self._copy(lambda grads: self.buffers.keep_previous(self.filled, grads))
+        if observed:
+            self._copy(self.buffers.before_step, first)
+        elif phase_last:  # economy: keep g_{t-1} for step t's cosine
+            self._copy(self.buffers.keep_previous)
 
-    def _copy(self, into) -> None:
+    def _copy(self, into, *args) -> None:
+        """`into(slot, *args, grads)`."""
         try:
-            into(self.grads(self.filled))
+            into(self.filled, *args, self.grads(self.filled))
         except RuntimeError:  # a sparse gradient (nn.Embedding(sparse=True)): densify
             if self.sparse or not any(p.grad is not None and p.grad.is_sparse
                                       for p in self.params):
                 raise
             self.sparse = True
-            into(self.grads(self.filled))
+            into(self.filled, *args, self.grads(self.filled))
 
     def take(self, observed: bool, stepped: bool):
         """At `record`: this step's buffer slot, or None when economy skips it."""
         if not observed:
             return None
         slot = self.filled
-        with torch.no_grad():
-            self.buffers.at_record(slot, stepped, lambda: self.grads(slot))
+        self.buffers.at_record(slot, stepped, lambda: self.grads(slot))
         self.filled += 1
         return slot
 
@@ -114,35 +116,28 @@ class Parameters(Instrument):
         if not k:
             return {}
         with torch.no_grad():
-            table = self.buffers.columns(k, close, self.sizes)
-            values = torch.cat([table[c] for c in self._computed()], dim=1).tolist()
+            values = self.buffers.columns(k, close, self.sizes, self.per_layer).tolist()
             broken = {slot: probes.broken_entries(self.buffers.step_grads(slot))
                       for slot, v in enumerate(values) if not math.isfinite(v[0])}
             self.buffers.carry(k, moving)
         absent, self.absent = self.absent, {}
-        n = sum(p.numel() for p in self.params)
-        names = [c for c in self.columns if c != "_grad_nonfinite"]
-        out = {c: [] for c in self.columns}
-        for slot in slots:
-            if slot is None:
-                for c in self.columns:
-                    out[c].append(_NAN)
-                continue
-            v = dict(zip(names, values[slot]))
-            bad, zeros = broken.get(slot, (0, v["zero_grad_frac"]))
+        bad = [0] * k
+        for slot in broken.keys() | absent.keys():  # rare: recount this step's zeros
+            v = values[slot] = list(values[slot])
+            bad[slot], v[ZERO_GRAD_FRAC] = broken.get(slot, (0, v[ZERO_GRAD_FRAC]))
             if slot in absent:  # a sparse gradient's absent rows are not zeros
-                gone = absent[slot]
+                n, gone = self.buffers.step_grads(slot).numel(), absent[slot]
                 zeros = int((self.buffers.step_grads(slot) == 0).sum()) - gone
-                zeros = zeros / (n - gone) if n > gone else _NAN
-            v["zero_grad_frac"] = zeros
-            v["_grad_nonfinite"] = bad
-            for c in self.columns:
-                out[c].append(v[c])
+                v[ZERO_GRAD_FRAC] = zeros / (n - gone) if n > gone else _NAN
+        nan = [_NAN] * len(values[0])  # economy: for the steps it does not observe
+        values = [values[slot] if slot is not None else nan for slot in slots]
+        bad = [bad[slot] if slot is not None else _NAN for slot in slots]
+        out = dict(zip(self.computed, zip(*values)))
+        out["_grad_nonfinite"] = bad
         return out
 
-    def _computed(self):
-        return ["global"] + (["grad_norm/", "weight_norm/", "update_ratio/"]
-                             if len(self.columns) > 7 else [])
+
+ZERO_GRAD_FRAC = 5  # its place in the table `probes.chained_columns` returns
 
 
 class Inputs(Instrument):
@@ -192,7 +187,7 @@ class Inputs(Instrument):
             return {}
         stacked = torch.stack(xs)
         absmax, low, high = zip(*probes.input_quantities(stacked).tolist())
-        out = {c: [] for c in self.columns}
+        out = {}
         if self.partials and stacked.is_floating_point():
             flat = stacked.reshape(len(xs), stacked.shape[1], -1).double()
             finite = flat.isfinite()
@@ -200,14 +195,16 @@ class Inputs(Instrument):
             out["_in_fsum"] = list(flat.sum(1).numpy())
             out["_in_fsq"] = list(flat.square().sum(1).numpy())
             out["_in_fn"] = list(finite.double().sum(1).numpy())
-        for x, a, lo, hi in zip(xs, absmax, low, high):
-            ratio, bad = (math.sqrt(hi / lo) if lo > 0 else _NAN), 0
-            if x.shape[0] < 2:  # one sample has no per-feature spread
-                bad = probes.nonfinite_count(x) if not math.isfinite(a) else 0
-            elif x.is_floating_point() and not (math.isfinite(a) and math.isfinite(ratio)):
-                ratio, bad = probes.std_ratio(x), probes.nonfinite_count(x)
-            for c, value in zip(self.columns, (a, ratio, bad, x.shape[0])):
-                out[c].append(value)
+        ratios = [math.sqrt(hi / lo) if lo > 0 else _NAN for lo, hi in zip(low, high)]
+        bad = [0] * len(xs)
+        batch, floating = xs[0].shape[0], xs[0].is_floating_point()  # alike in a chunk
+        for i, (x, a) in enumerate(zip(xs, absmax)):
+            if batch < 2:  # one sample has no per-feature spread
+                if not math.isfinite(a):
+                    bad[i] = probes.nonfinite_count(x)
+            elif floating and not (math.isfinite(a) and math.isfinite(ratios[i])):
+                ratios[i], bad[i] = probes.std_ratio(x), probes.nonfinite_count(x)
+        out.update(zip(self.columns, (absmax, ratios, bad, [batch] * len(xs))))
         return out
 
 
@@ -265,31 +262,34 @@ class Outputs(Instrument):
         outs = [p[0] for p in payloads]
         grads = [p[1] for p in payloads]
         k = len(payloads)
-        nan = [[_NAN, _NAN]] * k
+        # a chunk's payloads share their shapes: all of them tensors, or all None
         stacked = torch.stack(outs) if outs[0] is not None else None
-        sums = probes.sums(stacked).tolist() if stacked is not None else nan
-        kinds = probes.distribution_rows(stacked).tolist() if stacked is not None else nan
         stacked_grads = torch.stack(grads) if grads[0] is not None else None
-        floor = (probes.zeros_and_floor(stacked_grads).tolist() if stacked_grads is not None
-                 else nan)
-        weights = (probes.loss_weights(stacked, stacked_grads).tolist()
-                   if stacked is not None and stacked_grads is not None else [_NAN] * k)
-        out = {c: [] for c in self.columns}
-        for y, (total, sq), (zero, low), (prob, logp), weight, (*_, backwards) in zip(
-                outs, sums, floor, kinds, weights, payloads):
-            n = y.numel() if y is not None else 0
-            bad = _NAN if y is None else 0
-            if n and not math.isfinite(sq):  # non-finite or overflowed: count exactly
-                bad = probes.nonfinite_count(y)
-            for c, value in zip(self.columns, (probes.std_of(total, sq, n), zero, low, prob,
-                                               logp, bad, weight,
-                                               _NAN if backwards is None else backwards)):
-                out[c].append(value)
+        some = stacked if stacked is not None else stacked_grads
+        nan = torch.full((k, 2), _NAN, device=some.device if some is not None else None)
+        if stacked is not None:
+            tables = [probes.sums(stacked), probes.distribution_rows(stacked)]
+        else:
+            tables = [nan, nan]
+        tables.append(probes.zeros_and_floor(stacked_grads) if stacked_grads is not None
+                      else nan)
+        if stacked is not None and stacked_grads is not None:
+            tables.append(probes.loss_weights(stacked, stacked_grads).unsqueeze(1))
+        else:
+            tables.append(nan[:, :1])
+        values = torch.cat(tables, dim=1).tolist()  # one conversion for the whole chunk
+        n = outs[0].numel() if stacked is not None else 0
+        total, sq, prob, logp, zero, low, weight = zip(*values)
+        bad = [_NAN] * k if stacked is None else [
+            probes.nonfinite_count(y) if n and not math.isfinite(s) else 0  # count exactly
+            for y, s in zip(outs, sq)]
+        out = dict(zip(self.columns, (
+            [probes.std_of(t, s, n) for t, s in zip(total, sq)], zero, low, prob, logp, bad,
+            weight, [_NAN if p[2] is None else p[2] for p in payloads])))
         if self.partials and stacked is not None:
             rows = outs[0].numel() // (outs[0].shape[-1] if outs[0].dim() else 1)
             grad_n = grads[0].numel() if grads[0] is not None else 0
-            for key, values in (("_out_sum", [s[0] for s in sums]),
-                                ("_out_sq", [s[1] for s in sums]),
+            for key, values in (("_out_sum", list(total)), ("_out_sq", list(sq)),
                                 ("_out_n", [outs[0].numel()] * k), ("_out_rows", [rows] * k),
                                 ("_out_grad_n", [grad_n] * k)):
                 out[key] = values
@@ -346,12 +346,11 @@ class Activations(Instrument):
             table, units = probes.activation_quantities(self.kind, torch.stack(ys))
         table = table.tolist()
         per_step, n = probes.activation_units(self.kind, shape), shape.numel()
-        out = {c: [] for c in self.columns}
-        for total, sq, failed in table:
-            failed = failed if math.isfinite(total) else _NAN  # NaN activations: unknown
-            for c, value in zip(self.columns, (total / n, probes.std_of(total, sq, n),
-                                               failed / per_step)):
-                out[c].append(value)
+        mean, std, failed = self.columns
+        out = {mean: [total / n for total, _, _ in table],
+               std: [probes.std_of(total, sq, n) for total, sq, _ in table],
+               # NaN activations: their failures are unknown
+               failed: [f / per_step if math.isfinite(total) else _NAN for total, _, f in table]}
         if self.partials:
             self._add_partials(out, table, n, units)
         return out

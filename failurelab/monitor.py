@@ -245,9 +245,10 @@ class Monitor:
         self._misuse.seen(loss)
         if not stepped:
             self._lr = ins.first_lr(self._optimizer)
-        state = (self._lr, self._lowp_share(), sum(p.grad is not None for p in self._unoptimized),
-                 0 if stepped else 1, self._dropout_rate(), self._scaled if stepped else _NAN,
-                 float(any(m.training for m in self._norms)))
+        unoptimized = sum(p.grad is not None for p in self._unoptimized) if self._unoptimized else 0
+        norms_training = 1.0 if self._norms and any(m.training for m in self._norms) else 0.0
+        state = (self._lr, self._lowp_share(), unoptimized, 0 if stepped else 1,
+                 self._dropout_rate(), self._scaled if stepped else _NAN, norms_training)
         payloads, shapes = self._take(stepped)
         step = _Step(loss_value, payloads, state, extra, shapes)
         if self._pending and shapes != self._pending[0].shapes:
@@ -311,7 +312,11 @@ class Monitor:
     def _dropout_rate(self) -> float:
         """The largest drop probability among the model's dropout layers that are in
         training mode now (0 with none): what a training-mode loss pays for dropout."""
-        return max((float(m.p) for m in self._dropouts if m.training), default=0.0)
+        rate = 0.0
+        for m in self._dropouts:  # a loop: max() over a generator costs twice as much
+            if m.training and float(m.p) > rate:
+                rate = float(m.p)
+        return rate
 
     def _lowp_share(self) -> float:
         """Share of trainable parameter entries stored in float16/bfloat16, refreshed

@@ -32,62 +32,78 @@ def layer_norms(rows: torch.Tensor, sizes: list[int]) -> torch.Tensor:
                         for part in rows.split(sizes, dim=1)], dim=1)
 
 
-def chained_columns(grads: torch.Tensor, weights: torch.Tensor, sizes,
-                    scratch: torch.Tensor | None = None) -> dict:
-    """Parameter columns for k consecutive steps from (k + 1, n) chained buffers.
+def chained_columns(rows: torch.Tensor, sizes, per_layer: bool) -> torch.Tensor:
+    """Parameter columns for k consecutive steps from (k + 1, 3, n) chained rows.
 
-    grads[i + 1] is step i's gradient and grads[i] the one before it (NaN: none);
-    weights[i] are the weights before step i and weights[i + 1] those after it.
-    Sharing rows saves a pass over the buffers for each of them.  `scratch`, (k, n)
-    or more, takes the updates and then the signs (no chunk-sized allocations).
+    rows[i + 1, 0] is step i's gradient and rows[i, 0] the one before it (NaN: none);
+    rows[i, 1] are the weights before step i and rows[i + 1, 1] those after it; rows[:, 2]
+    is scratch, for the updates and then the non-zero tests.  Sharing rows saves a pass
+    over the buffers for each of them, and interleaving them lets one `layer_norms`
+    call cover gradients, weights and updates.  Returns (k, 6 [+ 3 P]): see `_assemble`.
     """
-    k = grads.shape[0] - 1
-    scratch = scratch[:k] if scratch is not None else torch.empty_like(grads[1:])
-    g = layer_norms(grads, sizes)
-    w = layer_norms(weights, sizes)
-    d = layer_norms(torch.sub(weights[1:], weights[:-1], out=scratch), sizes)
-    return _assemble(g[1:], _total(g[:-1]), row_dots(grads[1:], grads[:-1]), w[1:], w[:-1],
-                     d, _nonzero(grads[1:], scratch))
+    grads, weights, scratch = rows.unbind(1)
+    torch.sub(weights[1:], weights[:-1], out=scratch[:-1])  # the updates
+    norms = _with_totals(layer_norms(rows.view(-1, rows.shape[2]), sizes), 3)  # (k+1, 3, P+1)
+    dots = row_dots(grads[1:], grads[:-1], scratch[:-1])
+    nonzero = _nonzero(grads[1:], scratch[:-1])
+    return _assemble(norms[1:, 0], norms[:-1, 0, -1], dots, norms[1:, 1], norms[:-1, 1],
+                     norms[:-1, 2], nonzero, per_layer)
 
 
-def sampled_columns(grads, prev_grads, before, after, sizes) -> dict:
-    """Parameter columns for k separate steps from four (k, n) buffers."""
-    return _assemble(layer_norms(grads, sizes), torch.linalg.vector_norm(prev_grads, dim=1),
-                     row_dots(grads, prev_grads), layer_norms(after, sizes),
-                     layer_norms(before, sizes), layer_norms(after - before, sizes),
-                     _nonzero(grads))
+def sampled_columns(rows: torch.Tensor, sizes, per_layer: bool) -> torch.Tensor:
+    """Parameter columns for k separate steps from (k, 5, n) rows: each step's gradient,
+    the previous step's, the weights before and after the step, and scratch."""
+    grads, prev, before, after, scratch = rows.unbind(1)
+    torch.sub(after, before, out=scratch)  # the updates
+    norms = _with_totals(layer_norms(rows.view(-1, rows.shape[2]), sizes), 5)  # (k, 5, P+1)
+    prev_norm = (norms[:, 1, 0] if len(sizes) == 1  # the whole row's norm
+                 else torch.linalg.vector_norm(prev, dim=1))
+    dots = row_dots(grads, prev, scratch)
+    return _assemble(norms[:, 0], prev_norm, dots, norms[:, 3], norms[:, 2], norms[:, 4],
+                     _nonzero(grads, scratch), per_layer)
 
 
-def _assemble(g, prev_norm, dots, w, b, d, nonzero) -> dict[str, torch.Tensor]:
-    """Named tables: "global" is (k, 6): grad_norm, weight_norm, update_norm,
-    update_ratio, grad_cosine, zero_grad_frac; "grad_norm/", "weight_norm/" and
-    "update_ratio/" are (k, P), one column per parameter tensor."""
-    grad_norm, update_norm = _total(g), _total(d)
+def _with_totals(layers: torch.Tensor, kinds: int) -> torch.Tensor:
+    """(r * kinds, P) per-parameter norms → (r, kinds, P + 1): the whole model's norm
+    appended to each row, so ratios of both take one call."""
+    layers = layers.view(-1, kinds, layers.shape[1])
+    return torch.cat([layers, _total(layers).unsqueeze(-1)], dim=-1)
+
+
+def _assemble(g, prev_norm, dots, w, b, d, nonzero, per_layer: bool) -> torch.Tensor:
+    """One (k, 6) table: grad_norm, weight_norm, update_norm, update_ratio, grad_cosine,
+    zero_grad_frac; with `per_layer` followed by (k, P) each of grad_norm/,
+    weight_norm/ and update_ratio/, one column per parameter tensor.  g, w (after the
+    step), b (before it) and d (the update) are (k, P + 1) norms, the total last."""
+    grad_norm = g[:, -1]
+    ratio = _ratio(d, b)
     cosine = (dots / (grad_norm * prev_norm)).clamp(-1, 1)  # NaN without a previous step
-    columns = [grad_norm, _total(w), update_norm, _ratio(update_norm, _total(b)), cosine,
-               1 - nonzero]
-    return {"global": torch.stack(columns, dim=1), "grad_norm/": g, "weight_norm/": w,
-            "update_ratio/": _ratio(d, b)}
+    table = torch.stack([grad_norm, w[:, -1], d[:, -1], ratio[:, -1], cosine, 1 - nonzero],
+                        dim=1)
+    if not per_layer:
+        return table
+    return torch.cat([table, g[:, :-1], w[:, :-1], ratio[:, :-1]], dim=1)
 
 
 def _total(layer: torch.Tensor) -> torch.Tensor:
-    """(k, P) per-parameter norms → (k,) whole-model norms."""
-    return layer.square().sum(1).sqrt()
+    """(..., P) per-parameter norms → (...,) whole-model norms."""
+    return layer.square().sum(-1).sqrt()
 
 
 def _nonzero(grads: torch.Tensor, scratch: torch.Tensor | None = None) -> torch.Tensor:
-    """Share of non-zero entries per row: sign² is 1 or 0 (NaN: 0), summed exactly by a
-    dot product (two passes; a boolean count or an L1 norm is several times slower)."""
-    signs = torch.sign(grads, out=scratch) if scratch is not None else grads.sign()
-    return row_dots(signs, signs) / grads.shape[1]
+    """Share of non-zero entries per row (NaN counts as non-zero: callers recount rows
+    whose norm is not finite exactly, see `broken_entries`)."""
+    return count_where(torch.ne, grads, 0, scratch) / grads.shape[1]
 
 
-def row_dots(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """(k, n), (k, n) → (k,): each row's dot product.  Short rows: one vecdot call.
-    Long rows: one BLAS dot per row, which reads them once and allocates nothing of
-    their size (vecdot multiplies, then sums; bmm is twice as slow as dot)."""
+def row_dots(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """(k, n), (k, n) → (k,): each row's dot product.  Short rows: one vecdot call, or,
+    given scratch `out` of their shape, the same product and sum without allocating a
+    temporary of their size (bitwise the same).  Long rows: one BLAS dot per row, which
+    reads them once and allocates nothing (vecdot multiplies, then sums; bmm is twice
+    as slow as dot)."""
     if a.shape[1] < LONG_ROW:
-        return torch.linalg.vecdot(a, b)
+        return torch.linalg.vecdot(a, b) if out is None else torch.mul(a, b, out=out).sum(1)
     return torch.stack([torch.dot(x, y) for x, y in zip(a, b)])
 
 
@@ -130,25 +146,31 @@ def activation_quantities(kind: str, Y: torch.Tensor) -> tuple[torch.Tensor, tor
     """
     k = Y.shape[0]
     flat = Y.reshape(k, -1).to(F32)
-    squares = row_dots(flat, flat)
     units = None
     if kind == "relu":
+        squares = row_dots(flat, flat)
         units = torch.matmul(flat.new_ones(Y.shape[1]), flat.reshape(k, Y.shape[1], -1))
         total = units.sum(1)
-        failed = units.shape[1] - count_positive(units)
+        failed = units.shape[1] - count_where(torch.gt, units, 0)
     else:
         total = flat.sum(1)
         bound = 0.5 if kind == "sigmoid" else 0.0  # centre of the output range
-        failed = count_positive((flat - bound).abs_().sub_(1 - bound - SATURATION_MARGIN))
+        distance = (flat - bound).abs_()
+        failed = count_where(torch.gt, distance, 1 - bound - SATURATION_MARGIN, distance)
+        squares = row_dots(flat, flat, distance)  # reuses the temporary
     return torch.stack([total, squares, failed], dim=1), units
 
 
-def count_positive(t: torch.Tensor) -> torch.Tensor:
-    """(k, m) → (k,) float counts of entries > 0.
-
-    Float arithmetic, because boolean reductions are several times slower on CPU.
-    sign(NaN) is 0 here, so callers must treat rows with NaN separately."""
-    return t.sign().clamp_(min=0).sum(1)
+def count_where(compare, t: torch.Tensor, value: float,
+                out: torch.Tensor | None = None) -> torch.Tensor:
+    """(k, m) → (k,) float counts of the entries where `compare(t, value)` holds, e.g.
+    `torch.gt`.  The comparison writes 1.0 / 0.0 floats (into `out`, which may be `t`)
+    and a float sum counts them exactly: two passes, where a boolean reduction is
+    several times slower on CPU.  NaN compares false, so callers must treat rows with
+    NaN separately."""
+    if out is None:
+        out = torch.empty_like(t, dtype=F32)
+    return compare(t, value, out=out).sum(1)
 
 
 def sums(T: torch.Tensor) -> torch.Tensor:
@@ -191,7 +213,7 @@ def loss_weights(outputs: torch.Tensor, grads: torch.Tensor, tol: float = 1e-2) 
     have no gradient); a sum weighs B.  Soft targets (label smoothing, distillation)
     only lower the estimate.  `tol` admits float16 rounding of the gradient."""
     if outputs.dim() < 3 or outputs.shape[-1] < 2:  # one logit per row: no class axis
-        return torch.full((outputs.shape[0],), float("nan"))
+        return torch.full((outputs.shape[0],), float("nan"), device=outputs.device)
     k, classes = outputs.shape[0], outputs.shape[-1]
     p = outputs.reshape(k, -1, classes).to(F32).softmax(-1)
     g = grads.reshape(k, -1, classes).to(F32)

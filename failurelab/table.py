@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 _NAN = float("nan")
@@ -44,18 +45,23 @@ class Table:
         gets no update (NaN, not a tiny one) and its broken gradients are not counted
         as non-finite: they are why the step was skipped."""
         bad = values.pop("_grad_nonfinite", None)
+        skipped = [step.state[self._skipped] for step in steps]
+        any_skipped = any(skipped)
         for column, column_values in values.items():
             if column[0] == "_":  # sums for the distributed merge, not columns
                 for part, value in zip(partials, column_values):
                     part[column] = value
                 continue
             j = self.index[column]
-            skip_update = column.startswith("update_")
-            for row, step, value in zip(rows, steps, column_values):
-                row[j] = _NAN if skip_update and step.state[self._skipped] else value
+            if any_skipped and column.startswith("update_"):
+                for row, skip, value in zip(rows, skipped, column_values):
+                    row[j] = _NAN if skip else value
+            else:
+                for row, value in zip(rows, column_values):
+                    row[j] = value
         if bad is not None:
-            for row, step, count in zip(rows, steps, bad):
-                if not step.state[self._skipped] and count == count:
+            for row, skip, count in zip(rows, skipped, bad):
+                if not skip and count == count:
                     row[self._nonfinite] += count
 
     def append(self, rows, steps, partials, keep_partials: bool) -> None:
@@ -85,6 +91,29 @@ class Table:
         if self._frame is None:
             width = len(self.columns)
             rows = [r + [_NAN] * (width - len(r)) for r in self.rows]
-            frame = pd.DataFrame(rows, columns=self.columns)
-            self._frame = frame.astype({"step": "int64"})
+            if rows:
+                self._frame = _frame(rows, self.columns)
+            else:
+                self._frame = pd.DataFrame(rows, columns=self.columns).astype({"step": "int64"})
         return self._frame.copy()
+
+
+def _frame(rows: list[list], columns: list[str]) -> pd.DataFrame:
+    """`pd.DataFrame(rows, columns=columns)` with an int64 step, many times faster.
+
+    pandas infers each column's type value by value: int64 where every value is an
+    int, float64 where ints and floats mix.  Only a column whose first value is not a
+    float (the counts) can be other than float64, so only those are looked at; anything
+    but ints and floats is left to pandas' own inference."""
+    array = np.array(rows, dtype=np.float64)
+    data = dict(zip(columns, array.T))
+    for j, value in enumerate(rows[0]):
+        if type(value) is not float:
+            values = [r[j] for r in rows]
+            kinds = set(map(type, values))
+            if kinds == {int}:
+                data[columns[j]] = np.array(values, dtype=np.int64)
+            elif not kinds <= {int, float}:
+                data[columns[j]] = pd.DataFrame({0: values})[0].to_numpy()
+    data["step"] = data["step"].astype(np.int64)  # not DataFrame.astype: 10 ms, by column
+    return pd.DataFrame(data)
