@@ -55,13 +55,6 @@ NOT_REPRODUCED = (  # (cause, what was tried and measured, why it is not a fault
         "seeds 0-2), not for lack of capacity",
     ),
     (
-        "train/validation distribution shift",
-        "not built yet",
-        "needs a measurement of validation inputs against training statistics in "
-        "`evaluate` (a planned `val_input_shift` column); without it a signature could "
-        "only read the accuracy gap, which overfitting and label offsets share",
-    ),
-    (
         "extreme values make gradients explode now and then",
         "not built yet",
         "the tabular model's first layer is a sigmoid, which squashes any input; after "
