@@ -502,8 +502,8 @@ VAL_NOT_NORMALIZED = Fault(
           "training, but the validation set goes to the model in raw units (amounts in "
           "cents near 200000): the scaler was fit and applied on training data only. "
           "The model is evaluated on inputs from another distribution than the one it "
-          "learned: every validation mean sits about 200000 training standard "
-          "deviations away.",
+          "learned: the amount's validation mean sits about 200000 training standard "
+          "deviations away, the age's 40.",
     experiment="Change nothing in training (the run is bitwise the same: validation "
                "never feeds back) and put the validation rows through the training "
                "scaler: validation accuracy is the baseline's. The model was fine; "
@@ -519,7 +519,7 @@ VAL_NOT_NORMALIZED = Fault(
                 "差。",
         cause="训练之前，特征用训练集的均值和标准差做了标准化，但验证集以原始单位送进模型（以分计的金额在 "
               "200000 附近）：缩放器 (scaler) 只在训练数据上拟合并应用。模型在一个与它学习时不同的分布上"
-              "被评估：每个验证均值都偏离了约 200000 个训练标准差。",
+              "被评估：金额的验证均值偏离了约 200000 个训练标准差，年龄的偏离了 40 个。",
         experiment="训练什么都不改（运行逐位相同：验证从不反过来影响训练），只让验证行经过训练时的缩放器："
                    "验证准确率就是基线的水平。模型本身没有问题；过拟合或错误的标签在那里仍然会失败。",
         fix="预处理只拟合一次、只在训练数据上拟合，和模型保存在一起，并把同一个变换（绝不重新拟合）应用到"
