@@ -106,7 +106,8 @@ def prepare(recipe, seed: int) -> Prepared:
     mean = std = None
     if recipe.task == "tabular" and recipe.normalize_inputs:
         mean, std = _nan_mean_std(X)  # like pandas: missing values are skipped
-        X_val = (X_val - mean) / std
+        if recipe.normalize_val:  # forget this and validation arrives in raw units
+            X_val = (X_val - mean) / std
     X, y = sorted_by_class(X, y)
     return Prepared(X, y, X_val, y_val, mean, std)
 

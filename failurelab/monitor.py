@@ -15,7 +15,9 @@ step.  Everything else comes from hooks it adds, and removes on `close()`:
   was emptied since the last step (`grad_carried`: 1 when it never was).
 
 Only forward passes that build a graph are observed, so an evaluation under
-`torch.no_grad()` between steps does not overwrite the training batch's statistics.
+`torch.no_grad()` between steps does not overwrite the training batch's statistics;
+one column compares exactly those evaluation inputs with the training inputs
+(`eval_input_shift`, see `shift`).
 
 Each column group is an `instruments.Instrument`.  `record` only keeps cheap copies;
 the statistics of up to `CHUNK_STEPS` steps are computed together.  Nothing the
@@ -35,6 +37,7 @@ from torch import nn
 from . import distributed
 from . import instruments as ins
 from .misuse import Misuse, MonitorWarning, as_float, warn  # noqa: F401 - public name
+from .shift import EvalInputs
 from .table import Table
 
 # A preset is a set of column groups and how often the gradient columns are observed.
@@ -118,6 +121,7 @@ class Monitor:
             self._hooked += [self._inputs, self._outputs]
             self._handles += [model.register_forward_pre_hook(self._see_input, with_kwargs=True),
                               model.register_forward_hook(self._see_output)]
+            self._hook_eval_inputs(model)
         if "activations" in groups:
             self._hook_activations(model)
         self._all = [self._parameters, *self._hooked]
@@ -147,6 +151,20 @@ class Monitor:
                 instrument = ins.Activations(name, kind)
                 self._hooked.append(instrument)
                 self._handles.append(module.register_forward_hook(self._saver(instrument)))
+
+    def _hook_eval_inputs(self, model: nn.Module) -> None:
+        """`eval_input_shift`: unlike the other forward instruments it also reads the
+        passes made without a graph (evaluation), so it has a hook of its own."""
+        instrument = EvalInputs()
+        self._hooked.append(instrument)
+
+        def see(module, args, kwargs) -> None:
+            if instrument not in self._off:
+                try:
+                    instrument.see(module, (args, kwargs))
+                except Exception as exc:  # noqa: BLE001 - containment is the point
+                    self._stop(instrument, exc)
+        self._handles.append(model.register_forward_pre_hook(see, with_kwargs=True))
 
     # --- hooks: each one guarded, so no failure reaches the user's loop ---------------
     def _before_step(self, optimizer, args, kwargs) -> None:

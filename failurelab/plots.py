@@ -58,6 +58,7 @@ _SHOWS = {
     "activations": ("saturation_median", "dead_start", "dead_end"),
     "inputs": ("input_absmax", "input_scale_spread", "input_nonfinite_total",
                "input_is_tokens"),
+    "eval_inputs": ("eval_input_shift",),
     "batches": ("batch_size_median", "label_purity_median", "batchnorm_batch_median"),
     "loss_weight": ("step_loss_weight", "loss_weight_median", "output_backwards_median"),
     "outputs": ("output_scale_start", "output_prob_share"),
@@ -246,6 +247,14 @@ def weights(runs, ax=None) -> Axes:
 def outputs(runs, ax=None) -> Axes:
     """Std of the logits: a sane initialisation starts near 1 or below."""
     return column(runs, "output_std", ax, ylabel="logit std")
+
+
+def eval_inputs(runs, ax=None) -> Axes:
+    """How far the inputs a model is evaluated on sit from its training inputs: the
+    largest per-feature mean difference, in training standard deviations (one point per
+    evaluation; two samples of one population differ by sampling noise, ~0.1)."""
+    return column(runs, "eval_input_shift", ax, log=True,
+                  ylabel="evaluation-input shift (training std)")
 
 
 def zero_gradients(runs, ax=None) -> Axes:
@@ -518,7 +527,7 @@ def _keys(ax, items, names, shown_as, missing) -> None:
 FUNCTIONS = {f.__name__: f for f in (
     loss, gradients, update_ratio, activations, inputs, output_gradient, validation,
     accuracy, min_recall, eval_jitter, gradient_cosine, timing, padding, column, weights,
-    outputs, zero_gradients, batches, loss_weight)}
+    outputs, zero_gradients, batches, loss_weight, eval_inputs)}
 
 
 def lr_range(result, ax=None) -> Axes:

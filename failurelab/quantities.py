@@ -459,6 +459,14 @@ def input_scale_spread(h):
     return 1.0 if input_is_tokens(h) == 1.0 else _median(_column(h, "input_std_ratio"))
 
 
+def eval_input_shift(h):
+    """At the last evaluation, the largest standardised difference between a feature's
+    mean over the evaluation inputs and over every training input seen so far (the
+    Monitor's `eval_input_shift`): sampling noise, ~sqrt(2 ln F / n), when both come
+    from one population prepared one way; whole standard deviations when not."""
+    return _stat(_values(h, "eval_input_shift"), _last)
+
+
 def batch_size_median(h):
     """Median number of samples per batch (from the input batch's first dimension)."""
     return _median(_column(h, "batch_size"))
@@ -626,6 +634,7 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
         batchnorm_batch_median,
         unoptimized_max, param_no_grad_share, first_layer_grad_share, weight_norm_change,
         saturation_median, saturation_start, dead_start, dead_end, input_absmax, input_scale_spread,
+        eval_input_shift,
         batch_size_median, input_is_tokens, output_scale_start, output_grad_zero_median,
         output_grad_floor, output_prob_share, output_logprob_share, float16_share,
         loss_scaled_share,

@@ -30,6 +30,7 @@ class Recipe:
     n_train: int = 2000  # training samples generated from the seed
     n_val: int = 500  # validation samples, always clean and balanced
     normalize_inputs: bool = True  # standardise features with training mean/std (tabular)
+    normalize_val: bool = True  # ...and validation with the same statistics (False: raw)
     labels: str = "aligned"  # "shuffled" permutes training labels: they no longer match samples
     train_label_shift: int = 0  # training labels become (y + shift) mod classes; validation untouched
     minority_fraction: float = 1.0  # share of classes 1 and 2 kept in training (1.0 = balanced)
@@ -94,7 +95,7 @@ _SEQUENCE = dict(task="sequence", n_train=2000, n_val=500, hidden=32, dropout=0.
 _TASK_ONLY = {
     "tabular": {"normalize_inputs": True, "nan_rows": 0, "impute_missing": False,
                 "sigmoid_gain": 1.0, "relu_bias": 0.0, "dropout": 0.0, "depth": 0,
-                "residual_scale": 1.0, "leak_label": False},
+                "residual_scale": 1.0, "leak_label": False, "normalize_val": True},
     "sequence": {"mask_padding": True, "mask_inverted": False},
 }
 
@@ -266,7 +267,7 @@ def _problems(r: Recipe):
     ]
     for name in ("normalize_inputs", "impute_missing", "shuffle", "mask_padding",
                  "mask_inverted", "zero_grad", "balanced_sampling", "loss_scaling", "eval_mode",
-                 "leak_label", "negate_loss", "divide_accumulated"):
+                 "leak_label", "negate_loss", "divide_accumulated", "normalize_val"):
         value = getattr(r, name)
         if not isinstance(value, bool):
             checks.append(f"{name} must be True or False, got {value!r}")

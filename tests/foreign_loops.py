@@ -166,3 +166,42 @@ def radam_raw_inputs(seed=0):
     model = nn.Sequential(nn.Linear(8, 64), nn.SiLU(), nn.Linear(64, 3))
     opt = torch.optim.RAdam(model.parameters(), lr=3e-3)
     return loop(model, opt, nn.CrossEntropyLoss(), X, y, seed=seed)
+
+
+def _validated(seed, scale_val):
+    """A GELU classifier on raw features standardised with the training statistics;
+    every 20 steps it scores a validation split under model.eval() and no_grad,
+    standardised the same way (`scale_val`) or left in raw units, and passes nothing
+    but the loss to the monitor."""
+    torch.manual_seed(seed)
+    X, y = data(n=640, d=6, k=3, seed=seed, scale=torch.tensor([5e3, 1.0, 0.01, 20.0, 1.0, 1.0]))
+    X = X + torch.tensor([2e4, 0, 0, 40, 0, 0])
+    X, y, X_val, y_val = X[:512], y[:512], X[512:], y[512:]
+    mean, std = X.mean(0), X.std(0)
+    X = (X - mean) / std
+    X_val = (X_val - mean) / std if scale_val else X_val
+    model = nn.Sequential(nn.Linear(6, 32), nn.GELU(), nn.Linear(32, 3))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(seed)
+    with fl.Monitor(model, opt) as mon:
+        for step in range(200):
+            idx = torch.randint(0, len(X), (32,), generator=g)
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(X[idx]), y[idx])
+            loss.backward()
+            opt.step()
+            if step % 20 == 19:
+                model.eval()
+                with torch.no_grad():
+                    model(X_val).argmax(1).eq(y_val).float().mean()
+                model.train()
+            mon.record(loss)
+    return mon.history
+
+
+def validation_in_raw_units(seed=0):
+    return _validated(seed, scale_val=False)
+
+
+def validation_standardised(seed=0):
+    return _validated(seed, scale_val=True)

@@ -81,8 +81,11 @@ def test_a_healthy_baseline_gets_no_cause(task):
     (foreign_loops.unnormalised_inputs, "no_input_norm"),
     (foreign_loops.nan_inputs, "nan_in_data"),
     (foreign_loops.healthy_adam, None),
+    (foreign_loops.validation_in_raw_units, "val_not_normalized"),
+    (foreign_loops.validation_standardised, None),
 ], ids=["regression-forgets-zero_grad", "classifier-at-lr-20", "raw-feature-scales",
-        "nan-in-the-inputs", "healthy-adam-gelu-tanh"])
+        "nan-in-the-inputs", "healthy-adam-gelu-tanh", "validation-in-raw-units",
+        "validation-standardised"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_plain_loops_the_lab_never_saw_are_diagnosed(loop, cause, seed):
     d = fl.diagnose(loop(seed))

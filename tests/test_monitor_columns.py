@@ -456,3 +456,69 @@ def test_confident_rows_do_not_hide_the_loss_weight():
     z = logits.clone().requires_grad_()
     (g,) = torch.autograd.grad(nn.functional.cross_entropy(z[0], y), z)
     assert loss_weights(logits, g).item() == pytest.approx(1, rel=1e-4)
+
+
+def _evaluated(val_x, *, eval_mode=True, every=5, steps=20, features=4):
+    """The `eval_input_shift` column of a small classifier loop trained on standard
+    normal inputs that evaluates `val_x` under no_grad every `every` steps."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(features, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(1)
+    with fl.Monitor(model, opt) as mon:
+        for step in range(steps):
+            x, y = torch.randn(64, features, generator=g), torch.randint(0, 3, (64,), generator=g)
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            if step % every == every - 1:
+                if eval_mode:
+                    model.eval()
+                with torch.no_grad():
+                    model(val_x)
+                model.train()
+            mon.record(loss)
+    return mon.history["eval_input_shift"]
+
+
+def _val(n=500, shift=0.0, features=4, seed=2):
+    x = torch.randn(n, features, generator=torch.Generator().manual_seed(seed))
+    x[:, 0] += shift
+    return x
+
+
+def test_evaluation_inputs_of_the_training_population_read_sampling_noise():
+    """Training means over 20 x 64 samples, evaluation over 500: the largest of 4
+    standardised mean differences stays within a few sqrt(1/500 + 1/1280) = 0.053."""
+    shift = _evaluated(_val())
+    assert shift.notna().tolist() == [step % 5 == 4 for step in range(20)]
+    assert (shift.dropna() < 0.2).all()
+
+
+@pytest.mark.parametrize("eval_mode", [True, False])
+def test_a_feature_shifted_by_three_std_reads_three_in_train_or_eval_mode(eval_mode):
+    """Under no_grad the pass is evaluation whether or not model.eval() was called."""
+    shift = _evaluated(_val(shift=3.0), eval_mode=eval_mode).dropna()
+    assert ((shift > 2.8) & (shift < 3.2)).all()
+
+
+def test_raw_units_against_standardised_training_read_their_offset():
+    """Validation that skipped the training scaler: amounts near 200000 against
+    training inputs of mean 0 and std 1."""
+    raw = _val() * 80_000 + 200_000
+    assert (_evaluated(raw).dropna() > 1e5).all()
+
+
+def test_evaluation_inputs_of_another_shape_are_not_compared():
+    """A probe with more features than training (e.g. appended pads) says nothing about
+    the training distribution: NaN, not a shift."""
+    from failurelab.shift import EvalInputs
+
+    seen, model = EvalInputs(), nn.Linear(4, 1).train()
+    seen.see(model, ((torch.randn(64, 4),), {}))
+    with torch.no_grad():
+        seen.see(model, ((torch.randn(16, 6),), {}))
+        assert seen.take(False) is None
+        seen.see(model, ((torch.randn(16, 4),), {}))
+    assert seen.take(False) is not None

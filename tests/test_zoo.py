@@ -118,6 +118,15 @@ def test_raw_units_spread_the_input_scales_over_decades():
         assert h.input_std_ratio.median() > 10 ** (severity - 1)
 
 
+def test_validation_left_in_raw_units_shifts_only_the_evaluation_inputs():
+    from failurelab.quantities import eval_input_shift
+
+    healthy = _run(zoo.Case("resmlp", "adam", None, None, seed=0, habits=("val",)))
+    h = _run(_case("resmlp", "val_not_normalized", 3.0, optimizer="adam"))
+    assert eval_input_shift(healthy) < 0.5 < 2 < eval_input_shift(h)
+    assert h["loss"].equals(healthy["loss"])  # training itself is the control's, bit for bit
+
+
 def test_nan_rows_reach_the_model():
     h = _run(_case("gru", "nan_in_data", 0.01))
     assert h.input_nonfinite.sum() > 0 and not math.isfinite(h.loss.iloc[-1])

@@ -492,6 +492,79 @@ LABEL_LEAKAGE = Fault(
        verdict_zh="去掉可疑的那一列，捷径就消失了"),
 )
 
+VAL_NOT_NORMALIZED = Fault(
+    name="val_not_normalized",
+    title="Validation inputs not standardised (training preprocessing skipped)",
+    family="data", task="tabular", shape="degrading", phenomenon=None,
+    symptom="Training looks like the baseline's (loss near 0.1, batches fitted), yet "
+            "validation accuracy sits near a third from the first evaluation to the "
+            "last (one class for every row) and validation loss climbs from 1.1 to over "
+            "10: trains well, validates badly.",
+    cause="The features are standardised with the training set's mean and std before "
+          "training, but the validation set goes to the model in raw units (amounts in "
+          "cents near 200000): the scaler was fit and applied on training data only. "
+          "The model is evaluated on inputs from another distribution than the one it "
+          "learned: the amount's validation mean sits about 200000 training standard "
+          "deviations away, the age's 40.",
+    experiment="Change nothing in training (the run is bitwise the same: validation "
+               "never feeds back) and put the validation rows through the training "
+               "scaler: validation accuracy is the baseline's. The model was fine; "
+               "overfitting or wrong labels would still fail there.",
+    fix="Fit the preprocessing once, on training data, keep it with the model, and "
+        "apply that same transform (never refit it) to validation, test and serving "
+        "inputs; check that a validation batch's feature means are near 0 in training "
+        "units.",
+    zh=Chinese(
+        title="验证输入没有标准化（跳过了训练时的预处理）",
+        symptom="训练看起来和基线一样（损失在 0.1 附近，批次被拟合），可验证准确率从第一次评估到最后一次都"
+                "停在三分之一左右（每一行都判为同一类），验证损失从 1.1 一路升到 10 以上：训练得好，验证得"
+                "差。",
+        cause="训练之前，特征用训练集的均值和标准差做了标准化，但验证集以原始单位送进模型（以分计的金额在 "
+              "200000 附近）：缩放器 (scaler) 只在训练数据上拟合并应用。模型在一个与它学习时不同的分布上"
+              "被评估：金额的验证均值偏离了约 200000 个训练标准差，年龄的偏离了 40 个。",
+        experiment="训练什么都不改（运行逐位相同：验证从不反过来影响训练），只让验证行经过训练时的缩放器："
+                   "验证准确率就是基线的水平。模型本身没有问题；过拟合或错误的标签在那里仍然会失败。",
+        fix="预处理只拟合一次、只在训练数据上拟合，和模型保存在一起，并把同一个变换（绝不重新拟合）应用到"
+            "验证、测试和线上的输入上；检查一个验证批次的特征均值以训练单位计是否接近 0。"),
+    edit=(Set("normalize_val", False),),
+    repair=(Set("normalize_val", True),),
+    probe=(Set("normalize_val", True),),
+    instrument="eval_inputs",
+    signature=Signature((
+        C("eval_input_shift", True, 2.0, "evaluation-input shift, in training std",
+          "a feature's mean over the evaluation inputs sits two training standard "
+          "deviations from its mean over the training inputs: sampling noise is "
+          "~sqrt(2 ln F / n), 0.1 for the lab's 16 features and 628 rows and under 1 "
+          "for 16 samples, and a changed class mix moves a mean only between its class "
+          "means (0.4-0.9 with the lab's rare classes cut to 2%)",
+          label_zh="评估输入的偏移（以训练标准差计）",
+          why_zh="某个特征在评估输入上的均值，离它在训练输入上的均值有两个训练标准差：抽样噪声约为 "
+                 "sqrt(2 ln F / n)，对实验室的 16 个特征和 628 行约为 0.1，对 16 个样本也低于 1；类别比例的"
+                 "改变只会让均值在各类别的均值之间移动（实验室把少数类削减到 2% 时为 0.4-0.9）"),
+        C("train_eval_loss_gap", False, -0.5, "training minus validation loss",
+          "and, where a validation loss is recorded, it sits half a nat or more above "
+          "the training loss: the shift costs the model its accuracy there",
+          log=False, unit=0.1, required=False, role="effect",
+          label_zh="训练损失减验证损失",
+          why_zh="并且在记录了验证损失时，它比训练损失高出至少半个 nat：偏移让模型在验证上失去了准确率"),
+    ), "the model is evaluated on inputs unlike its training inputs - is validation "
+       "preprocessed with the training statistics, and drawn from the same population?",
+       verdict_zh="模型被评估时的输入与它的训练输入不一样：验证数据是否用训练统计量做了预处理，是否来自同一个"
+                  "总体？"),
+    outcome=Signature((
+        C("val_acc_end", True, 0.9, "final validation accuracy",
+          "through the training scaler, the same model is accurate", log=False,
+          unit=0.05, label_zh="最终验证准确率",
+          why_zh="经过训练时的缩放器，同一个模型是准确的"),
+        C("eval_input_shift", False, 1.0, "evaluation-input shift, in training std",
+          "and the validation inputs are back within sampling noise of the training "
+          "inputs", label_zh="评估输入的偏移（以训练标准差计）",
+          why_zh="并且验证输入回到了训练输入的抽样噪声范围之内"),
+    ), "through the training preprocessing, validation agrees with training: the "
+       "inputs were shifted, not the model wrong",
+       verdict_zh="经过训练时的预处理，验证与训练一致：是输入偏移了，而不是模型错了"),
+)
+
 FAULTS = (SHUFFLED_LABELS, NO_INPUT_NORM, NAN_IN_DATA, NO_SHUFFLE, LABEL_OFFSET,
-          CLASS_IMBALANCE, OVERFITTING, LABEL_LEAKAGE)
+          CLASS_IMBALANCE, OVERFITTING, LABEL_LEAKAGE, VAL_NOT_NORMALIZED)
 

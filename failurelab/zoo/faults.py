@@ -51,6 +51,7 @@ EXPECTED_CAUSE = {
     "broadcast_mse": None,
     "fp16_adam_eps": None,
     "accumulation_not_divided": "accumulation_not_divided",
+    "val_not_normalized": "val_not_normalized",
 }
 
 
@@ -152,5 +153,8 @@ _FAULTS = (
              # a softmax cross-entropy's gradient tells its loss weight; one logit (BCE)
              # or a regression's does not (see probes.loss_weights)
              families=("cnn_bn", "gru", "attention", "resmlp", "bag")),
+    ZooFault("val_not_normalized", None, "val_raw_decades", (3.0, 6.0), "the scaler fit "
+             "and applied to the training split only: validation inputs in raw units "
+             "spanning 3 / 6 decades", needs=frozenset({FLOAT}), habits=("val",)),
 )
 FAULTS = {f.name: replace(f, cause=EXPECTED_CAUSE[f.name]) for f in _FAULTS}

@@ -16,6 +16,8 @@ class Knobs:
     raw_decades: float = 0.0  # > 0: inputs left in raw units spanning this many decades
     nan_rows: float = 0.0  # share of training rows with a NaN feature
     shuffled_rows: float = 0.0  # share of training rows whose X was shuffled without y
+    val_raw_decades: float = 0.0  # > 0: the validation split alone left in raw units
+    #                               spanning this many decades (scaler on training only)
     # --- model (zoo/models.py) ---
     init_scale: float = 1.0  # every weight matrix multiplied by this after init
     saturating_gain: float = 1.0  # weights feeding the first sigmoid/tanh, multiplied

@@ -78,10 +78,13 @@ def build(case: Case, lr: float | None = None) -> Loop:
 
 
 def _prepared(split: data.Split, k: Knobs, g: torch.Generator) -> data.Split:
-    """The data faults: raw units (train and val), NaN rows and X shuffled (train)."""
+    """The data faults: raw units (train and val, or val alone), NaN rows and X shuffled
+    (train)."""
     X, X_val = split.X, split.X_val
     if k.raw_decades:
         X, X_val = data.raw_units(X, X_val, k.raw_decades, g)
+    if k.val_raw_decades:  # the scaler was applied to the training split only
+        _, X_val = data.raw_units(X_val, X_val, k.val_raw_decades, g)
     if k.nan_rows:
         X = data.with_nan_rows(X, k.nan_rows, g)
     if k.shuffled_rows:

@@ -1,0 +1,118 @@
+"""The `eval_input_shift` column: are the inputs a model is evaluated on drawn like the
+ones it was trained on?
+
+A forward pass that builds a graph in training mode is training; one under
+`torch.no_grad()` / `inference_mode` or in eval mode is evaluation.  Training inputs
+add to running per-feature sums (each entry of a sample is a feature); at the next
+`record`, the evaluation inputs seen since the previous one are compared with them:
+the largest, over features, standardised mean difference |mean_eval - mean_train| /
+std_train.  For samples of one population it is sampling noise, about
+sqrt(2 ln F / n) for F features and n evaluation samples (0.1 for the lab's 16 features
+and 628 rows); an evaluation set prepared differently, or drawn from a shifted
+population, moves a feature's mean by whole standard deviations.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .instruments import Instrument
+
+_NAN = float("nan")
+
+
+def _sums(x: torch.Tensor):
+    """Per-feature sum, sum of squares and count of the finite entries of a batch."""
+    flat = x.detach().reshape(x.shape[0] if x.dim() > 1 else 1, -1).double()
+    finite = flat.isfinite()
+    flat = torch.where(finite, flat, 0.0)
+    return torch.stack((flat.sum(0), flat.square().sum(0), finite.double().sum(0)))
+
+
+def _input(args, kwargs) -> torch.Tensor | None:
+    """The model's first tensor argument, as the Inputs instrument reads it."""
+    if args and isinstance(args[0], torch.Tensor):
+        return args[0]
+    return next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+
+
+def _largest_shift(train: torch.Tensor, seen: torch.Tensor) -> torch.Tensor:
+    """max over features of |mean_eval - mean_train| / std_train, from (k, 3, F) sums;
+    features constant in training (a position that is always padding) are left out,
+    and NaN where none is left."""
+    (s, q, n), (es, en) = train.unbind(1), seen[:, [0, 2]].unbind(1)
+    mean = s / n.clamp(min=1)
+    std = (q / n.clamp(min=1) - mean.square()).clamp(min=0).sqrt()
+    usable = (n > 1) & (en > 0) & (std > 1e-12 * mean.abs().clamp(min=1))
+    diff = (es / en.clamp(min=1) - mean).abs() / torch.where(usable, std, 1.0)
+    largest = torch.where(usable, diff, 0.0).amax(-1)
+    return torch.where(usable.any(-1), largest, _NAN)
+
+
+class EvalInputs(Instrument):
+    """Training inputs' running per-feature statistics, and how far the evaluation
+    inputs between two records sit from them (`eval_input_shift`; NaN on steps with no
+    evaluation, or before any training input of the same sample shape).
+
+    A training batch is only copied in its hook; the copies are reduced together every
+    KEEP batches and at each evaluation, so the loop pays one copy per step."""
+
+    name = "evaluation inputs"
+    columns = ("eval_input_shift",)
+    KEEP = 32
+
+    def __init__(self):
+        self.batches: list[torch.Tensor] = []  # training inputs not yet reduced, copied
+        self.train = None  # (3, F): sum, sum of squares, count over training inputs
+        self.eval = None  # the same over evaluation inputs since the last record
+        self.sample_shape = None  # the training samples' shape; others are not compared
+
+    def see(self, module: torch.nn.Module, seen) -> None:
+        x = _input(*seen)
+        if x is None or x.numel() == 0:
+            return
+        shape = tuple(x.shape[1:]) if x.dim() > 1 else tuple(x.shape)
+        if torch.is_grad_enabled() and module.training:
+            if shape != self.sample_shape:  # a new kind of input starts afresh
+                self.sample_shape, self.batches, self.train, self.eval = shape, [], None, None
+            self.batches.append(x.detach().clone())  # a loop may refill its buffer in place
+            if len(self.batches) >= self.KEEP:
+                self._reduce()
+        elif shape == self.sample_shape:
+            sums = _sums(x)
+            self.eval = sums if self.eval is None else self.eval + sums
+
+    def _reduce(self) -> None:
+        """Fold the copied training batches into the running sums."""
+        if self.batches:
+            batches, self.batches = self.batches, []
+            x = batches[0] if len(batches) == 1 else torch.cat(
+                [b.reshape(b.shape[0] if b.dim() > 1 else 1, -1) for b in batches])
+            sums = _sums(x)
+            self.train = sums if self.train is None else self.train + sums
+
+    def take(self, unbatched: bool):
+        """(training sums, evaluation sums) when this step evaluated; None otherwise."""
+        seen, self.eval = self.eval, None
+        if seen is None:
+            return None
+        self._reduce()
+        return None if self.train is None else (self.train, seen)
+
+    def compute(self, payloads):
+        """Each evaluation's largest standardised mean difference, computed together for
+        the evaluations of one feature count (usually all of a chunk)."""
+        values = [_NAN] * len(payloads)
+        groups: dict[int, list[int]] = {}
+        for i, p in enumerate(payloads):
+            if p is not None:
+                groups.setdefault(p[0].shape[-1], []).append(i)
+        for rows in groups.values():
+            train = torch.stack([payloads[i][0] for i in rows])  # (k, 3, F)
+            seen = torch.stack([payloads[i][1] for i in rows])
+            for i, v in zip(rows, _largest_shift(train, seen).tolist()):
+                values[i] = v
+        return {"eval_input_shift": values}
+
+    def forget(self) -> None:
+        self.batches, self.train, self.eval = [], None, None
