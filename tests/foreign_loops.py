@@ -18,7 +18,8 @@ def data(n=512, d=8, k=None, seed=0, scale=None):
         X = X * scale
     return X, y
 
-def loop(model, opt, loss_fn, X, y, steps=200, batch=32, zero_grad=True, seed=0):
+def loop(model, opt, loss_fn, X, y, steps=200, batch=32, zero_grad=True, seed=0,
+         schedule=None):
     g = torch.Generator().manual_seed(seed)
     with fl.Monitor(model, opt) as mon:
         for step in range(steps):
@@ -28,6 +29,8 @@ def loop(model, opt, loss_fn, X, y, steps=200, batch=32, zero_grad=True, seed=0)
             loss = loss_fn(model(X[idx]), y[idx])
             loss.backward()
             opt.step()
+            if schedule is not None:
+                schedule.step()
             mon.record(loss)
             if not math.isfinite(loss.item()):
                 break
@@ -141,19 +144,7 @@ def one_cycle(seed=0, factor=1.0):
     model = nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 3))
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     schedule = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.2 * factor, total_steps=300)
-    g = torch.Generator().manual_seed(seed)
-    with fl.Monitor(model, opt) as mon:
-        for _ in range(300):
-            idx = torch.randint(0, len(X), (32,), generator=g)
-            opt.zero_grad()
-            loss = nn.functional.cross_entropy(model(X[idx]), y[idx])
-            loss.backward()
-            opt.step()
-            schedule.step()
-            mon.record(loss)
-            if not math.isfinite(loss.item()):
-                break
-    return mon.history
+    return loop(model, opt, nn.CrossEntropyLoss(), X, y, steps=300, seed=seed, schedule=schedule)
 
 
 def radam_raw_inputs(seed=0):
