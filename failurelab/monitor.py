@@ -49,10 +49,10 @@ CHUNK_BYTES = 64 * 2**20  # ...unless their pending copies would exceed this
 GLOBAL_COLUMNS = ("step", "loss", "grad_norm", "weight_norm", "update_norm", "update_ratio",
                   "grad_cosine", "nonfinite", "zero_grad_frac", "grad_carried", "lr",
                   "param_lowp_frac", "unoptimized_params", "step_skipped", "dropout_rate",
-                  "loss_scaled", "batchnorm_train")
+                  "loss_scaled", "batchnorm_train", "frozen_frac")
 # What `record` itself measures, in the order of `_Step.state`.
 STATE_COLUMNS = ("lr", "param_lowp_frac", "unoptimized_params", "step_skipped",
-                 "dropout_rate", "loss_scaled", "batchnorm_train")
+                 "dropout_rate", "loss_scaled", "batchnorm_train", "frozen_frac")
 INPUT_COLUMNS = ins.Inputs.columns + ins.Outputs.columns
 _LOWP = (torch.float16, torch.bfloat16)
 _BatchNorm = torch.nn.modules.batchnorm._BatchNorm  # BatchNorm1d/2d/3d, SyncBatchNorm
@@ -98,6 +98,10 @@ class Monitor:
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         if not named:
             raise ValueError("the model has no trainable parameters to monitor")
+        total = sum(p.numel() for p in model.parameters())
+        # weights frozen (requires_grad=False) when the Monitor was made: fine-tuning a head
+        # is deliberate, but a stall in such a model may be the frozen body's alone
+        self._frozen = 1 - sum(p.numel() for _, p in named) / total
         self.preset = preset
         groups, self._interval = PRESETS[preset]
         self._params = [p for _, p in named]
@@ -266,7 +270,8 @@ class Monitor:
         unoptimized = sum(p.grad is not None for p in self._unoptimized) if self._unoptimized else 0
         norms_training = 1.0 if self._norms and any(m.training for m in self._norms) else 0.0
         state = (self._lr, self._lowp_share(), unoptimized, 0 if stepped else 1,
-                 self._dropout_rate(), self._scaled if stepped else _NAN, norms_training)
+                 self._dropout_rate(), self._scaled if stepped else _NAN, norms_training,
+                 self._frozen)
         payloads, shapes = self._take(stepped)
         step = _Step(loss_value, payloads, state, extra, shapes)
         if self._pending and shapes != self._pending[0].shapes:

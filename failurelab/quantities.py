@@ -386,6 +386,12 @@ def unoptimized_max(h):
     return _stat(_values(h, "unoptimized_params"), pd.Series.max)
 
 
+def frozen_share(h):
+    """Share of the model's weights with requires_grad=False when the Monitor was made
+    (NaN for histories without the column)."""
+    return _median(_column(h, "frozen_frac"))
+
+
 def param_no_grad_share(h):
     """Share of the parameter tensors whose gradient was exactly 0 at every step: cut
     off from the loss (a .detach(), a branch that is never used, units dead from the
@@ -632,7 +638,7 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
         update_ratio_median, update_ratio_start, update_ratio_peak, zero_grad_median, grad_zero_steps,
         grad_carried_share, loss_weight_median, output_backwards_median, step_loss_weight,
         batchnorm_batch_median,
-        unoptimized_max, param_no_grad_share, first_layer_grad_share, weight_norm_change,
+        unoptimized_max, frozen_share, param_no_grad_share, first_layer_grad_share, weight_norm_change,
         saturation_median, saturation_start, dead_start, dead_end, input_absmax, input_scale_spread,
         eval_input_shift,
         batch_size_median, input_is_tokens, output_scale_start, output_grad_zero_median,

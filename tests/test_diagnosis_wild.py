@@ -153,3 +153,13 @@ def test_an_adaptive_optimizer_shrinking_its_own_steps_is_not_a_decayed_schedule
     assert q["step_size_change_early"] < 0.01 and q["lr_change_early"] == 1.0
     d = fl.diagnose(history)
     assert "lr_decayed_too_early" not in [c[0] for c in d.causes], str(d)
+
+
+def test_a_stall_in_a_model_with_a_frozen_body_is_not_blamed_on_the_labels():
+    """The zoo's binary classifier with its body frozen by requires_grad=False: its head
+    alone cannot fit the task.  That is outside the catalogue, not a label problem."""
+    case = zoo.Case("binary", "sgd", "frozen_params", "requires_grad", seed=5)
+    history = zoo.run(case)
+    assert measure(history, ["frozen_share"])["frozen_share"] > 0.5
+    assert fl.diagnose(history).top != "shuffled_labels"
+    assert measure(zoo.run(zoo.Case("binary", "sgd", seed=5)), ["frozen_share"])["frozen_share"] == 0

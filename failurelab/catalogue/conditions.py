@@ -112,3 +112,10 @@ STEPS_NEVER_OVERSIZED = C("update_ratio_peak", False, 0.3, "largest update ratio
                           label_zh="最大的更新比",
                           why_zh="没有哪一段连续的更新让权重移动其范数的 30%，无论在开始还是预热之后（每种优化器的"
                                  "健康运行都低于 14%）：这么大的步子本身就会让学习停滞")
+MOSTLY_TRAINABLE = C("frozen_share", False, 0.5, "share of the model's weights frozen",
+                     "most of the model trains (checked when recorded): a model whose body "
+                     "is frozen (requires_grad=False) can stall for that reason alone",
+                     log=False, unit=0.1, required=False, role="guard",
+                     label_zh="模型中被冻结的权重比例",
+                     why_zh="模型的大部分在训练（记录时检查）：主体被冻结（requires_grad=False）的模型，仅凭这一点"
+                            "就可能停滞")

@@ -16,6 +16,7 @@ from .conditions import (
     GRADIENTS_FLOW,
     INPUTS_SCALED,
     LEARNS,
+    MOSTLY_TRAINABLE,
     MOVING,
     POSITIVE_LOSS,
     STEPS_NEVER_OVERSIZED,
@@ -26,7 +27,7 @@ from .conditions import (
 # Everything that would stall learning by itself is ruled out (a label problem is what
 # remains when the optimizer, the gradients, the inputs and the graph all work).
 _LEARNING_WORKS = (POSITIVE_LOSS, CALM, FINITE, MOVING, STEPS_NEVER_OVERSIZED, GRADIENTS_FLOW,
-                   INPUTS_SCALED, WEIGHTS_KEPT, ALL_OPTIMIZED, ALL_CONNECTED,
+                   INPUTS_SCALED, WEIGHTS_KEPT, ALL_OPTIMIZED, ALL_CONNECTED, MOSTLY_TRAINABLE,
                    C("pad_attention_median", False, 0.5, "attention on pads",
                      "the model reads its real tokens (checked for sequences)",
                      log=False, unit=0.05, required=False, role="guard",
