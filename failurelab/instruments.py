@@ -20,6 +20,7 @@ from .buffers import ChainBuffers, SampleBuffers
 
 _NAN = float("nan")
 KEEP_ENTRIES = 2**16  # forward tensors larger than this are reduced in their hook
+ZERO_GRAD_FRAC = 5  # its place in the table of `probes.chained_columns` and `sampled_columns`
 _ACTIVATION_KINDS = {torch.nn.Sigmoid: "sigmoid", torch.nn.Tanh: "tanh",
                      torch.nn.ReLU: "relu"}
 
@@ -135,9 +136,6 @@ class Parameters(Instrument):
         out = dict(zip(self.computed, zip(*values)))
         out["_grad_nonfinite"] = bad
         return out
-
-
-ZERO_GRAD_FRAC = 5  # its place in the table `probes.chained_columns` returns
 
 
 class Inputs(Instrument):

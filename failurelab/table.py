@@ -101,10 +101,10 @@ class Table:
 def _frame(rows: list[list], columns: list[str]) -> pd.DataFrame:
     """`pd.DataFrame(rows, columns=columns)` with an int64 step, many times faster.
 
-    pandas infers each column's type value by value: int64 where every value is an
-    int, float64 where ints and floats mix.  Only a column whose first value is not a
-    float (the counts) can be other than float64, so only those are looked at; anything
-    but ints and floats is left to pandas' own inference."""
+    The rows hold ints (counts) and floats; pandas infers each column's type value by
+    value: int64 where every value is an int, float64 otherwise.  Only a column whose
+    first value is not a float can be int64, so only those are looked at (and left to
+    pandas' own inference if they hold anything but ints and floats)."""
     array = np.array(rows, dtype=np.float64)
     data = dict(zip(columns, array.T))
     for j, value in enumerate(rows[0]):
