@@ -64,7 +64,15 @@ def test_the_suggestion_trains_on_seeds_where_early_noise_looked_steepest(task, 
     run = fl.run(fl.baseline(task).replace(lr=result.suggested_lr), seed=seed)
     d = fl.diagnose(run)
     assert d.shape == "healthy" and d.top is None
-    assert run.summary["final_val_acc"] >= 0.9
+    # trains: at least half the loss drop of the hand-tuned rate on the same seed (the
+    # zoo's rule in benchmarks/lr_range.py); 1e-6 removed none of it
+    tuned = fl.run(fl.baseline(task), seed=seed)
+    assert _drop(run) >= 0.5 * _drop(tuned)
+
+
+def _drop(run) -> float:
+    loss = run.history["loss"].to_numpy(float)
+    return float(loss[:5].mean() - loss[-max(1, len(loss) // 10):].mean())
 
 
 def test_single_noisy_batches_move_neither_the_minimum_nor_the_steepest_descent():

@@ -306,7 +306,7 @@ def test_a_sparsely_recorded_column_gets_markers(ax):
 
 def _signature_quantities():
     return sorted({c.quantity for f in fl.FAULTS.values()
-                   for c in (*f.signature.conditions, *f.outcome.conditions)})
+                   for s in (f.signature, *f.also, f.outcome) for c in s.conditions})
 
 
 @pytest.mark.parametrize("fault", list(fl.FAULTS))
