@@ -392,6 +392,12 @@ SUMMED_LOSS = Fault(
        verdict_zh="第一个损失随批大小减半：它是对样本的求和"),
 )
 
+NEGATIVE_START = C("loss_start", False, 0.0, "loss at step 0",
+                   "a cross-entropy is never negative and starts near +ln K (1.1); a "
+                   "negative first loss has the wrong sign", log=False, unit=0.1,
+                   label_zh="第 0 步的损失",
+                   why_zh="交叉熵从不为负，并从 +ln K（1.1）附近开始；负的第一个损失符号错了")
+
 NEGATED_LOSS = Fault(
     name="negated_loss",
     title="Loss with the wrong sign: the optimizer climbs it",
@@ -421,11 +427,7 @@ NEGATED_LOSS = Fault(
     repair=(Set("negate_loss", False),),
     probe=(Scale("lr", 0.1),),
     signature=Signature((
-        C("loss_start", False, 0.0, "loss at step 0",
-          "a cross-entropy is never negative and starts near +ln K (1.1); a negative "
-          "first loss has the wrong sign", log=False, unit=0.1,
-          label_zh="第 0 步的损失",
-          why_zh="交叉熵从不为负，并从 +ln K（1.1）附近开始；负的第一个损失符号错了"),
+        NEGATIVE_START,
         C("val_loss_rise", True, 1.0, "validation loss rise from its minimum",
           "and the model moves away from the labels (healthy runs end within 0.07 of "
           "their minimum)", role="effect",
@@ -436,11 +438,7 @@ NEGATED_LOSS = Fault(
        verdict_zh="损失为负，验证越来越差：损失的符号是不是反了？"),
     # Without a validation loss: the loss itself falls ever further below zero.
     also=(Signature((
-        C("loss_start", False, 0.0, "loss at step 0",
-          "a cross-entropy is never negative and starts near +ln K (1.1); a negative "
-          "first loss has the wrong sign", log=False, unit=0.1,
-          label_zh="第 0 步的损失",
-          why_zh="交叉熵从不为负，并从 +ln K（1.1）附近开始；负的第一个损失符号错了"),
+        NEGATIVE_START,
         C("negative_loss_growth", True, 10, "final loss over its negative start",
           "the loss ends 10 times further below zero than it began: it has no floor, "
           "where a negative log-likelihood of a continuous density levels off within "
