@@ -138,6 +138,13 @@ class Parameters(Instrument):
         return out
 
 
+def model_input(args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """The model's input batch: its first tensor argument (positional first)."""
+    if args and isinstance(args[0], torch.Tensor):
+        return args[0]
+    return next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+
+
 class Inputs(Instrument):
     """The batch the model is given: scale, scale mismatch between features, NaN/Inf.
 
@@ -155,12 +162,7 @@ class Inputs(Instrument):
         self.earlier: list[torch.Tensor] = []  # this step's previous micro-batches, copied
 
     def see(self, seen) -> None:
-        args, kwargs = seen
-        if args and isinstance(args[0], torch.Tensor):
-            x = args[0]
-        else:
-            x = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)),
-                     None)
+        x = model_input(*seen)
         if self.current is not None and x is not None:
             if _stacks(self.current, x):  # a micro-batch of the same step: keep it too
                 self.earlier.append(self.current.detach().clone())
@@ -187,12 +189,9 @@ class Inputs(Instrument):
         absmax, low, high = zip(*probes.input_quantities(stacked).tolist())
         out = {}
         if self.partials and stacked.is_floating_point():
-            flat = stacked.reshape(len(xs), stacked.shape[1], -1).double()
-            finite = flat.isfinite()
-            flat = torch.where(finite, flat, 0.0)  # like std_ratio: skip NaN/Inf entries
-            out["_in_fsum"] = list(flat.sum(1).numpy())
-            out["_in_fsq"] = list(flat.square().sum(1).numpy())
-            out["_in_fn"] = list(finite.double().sum(1).numpy())
+            sums = probes.feature_sums(stacked.reshape(len(xs), stacked.shape[1], -1))
+            out["_in_fsum"], out["_in_fsq"], out["_in_fn"] = (list(sums[:, i].numpy())
+                                                              for i in range(3))
         ratios = [math.sqrt(hi / lo) if lo > 0 else _NAN for lo, hi in zip(low, high)]
         bad = [0] * len(xs)
         batch, floating = xs[0].shape[0], xs[0].is_floating_point()  # alike in a chunk

@@ -179,6 +179,16 @@ def sums(T: torch.Tensor) -> torch.Tensor:
     return torch.stack([flat.sum(1), flat.square().sum(1)], dim=1)
 
 
+def feature_sums(X: torch.Tensor) -> torch.Tensor:
+    """(..., n, F) samples of F features → (..., 3, F): per-feature sum, sum of squares
+    and count of the finite entries, in float64 (running sums over a whole run stay
+    exact enough to subtract).  NaN/Inf entries are left out, as std_ratio does."""
+    flat = X.double()
+    finite = flat.isfinite()
+    flat = torch.where(finite, flat, 0.0)
+    return torch.stack((flat.sum(-2), flat.square().sum(-2), finite.double().sum(-2)), dim=-2)
+
+
 def zeros_and_floor(T: torch.Tensor) -> torch.Tensor:
     """(k, ...) → (k, 2): share of exactly-zero entries, and the smallest non-zero
     magnitude, of each step's tensor.  A float16 gradient has nothing between 0 and

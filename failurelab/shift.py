@@ -16,24 +16,15 @@ from __future__ import annotations
 
 import torch
 
-from .instruments import Instrument
+from .instruments import Instrument, model_input
+from .probes import feature_sums
 
 _NAN = float("nan")
 
 
-def _sums(x: torch.Tensor):
-    """Per-feature sum, sum of squares and count of the finite entries of a batch."""
-    flat = x.detach().reshape(x.shape[0] if x.dim() > 1 else 1, -1).double()
-    finite = flat.isfinite()
-    flat = torch.where(finite, flat, 0.0)
-    return torch.stack((flat.sum(0), flat.square().sum(0), finite.double().sum(0)))
-
-
-def _input(args, kwargs) -> torch.Tensor | None:
-    """The model's first tensor argument, as the Inputs instrument reads it."""
-    if args and isinstance(args[0], torch.Tensor):
-        return args[0]
-    return next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+def _sums(x: torch.Tensor) -> torch.Tensor:
+    """(3, F) per-feature sums of a batch, each entry of a sample a feature."""
+    return feature_sums(x.detach().reshape(x.shape[0] if x.dim() > 1 else 1, -1))
 
 
 def _largest_shift(train: torch.Tensor, seen: torch.Tensor) -> torch.Tensor:
@@ -68,7 +59,7 @@ class EvalInputs(Instrument):
         self.sample_shape = None  # the training samples' shape; others are not compared
 
     def see(self, module: torch.nn.Module, seen) -> None:
-        x = _input(*seen)
+        x = model_input(*seen)
         if x is None or x.numel() == 0:
             return
         shape = tuple(x.shape[1:]) if x.dim() > 1 else tuple(x.shape)
