@@ -33,6 +33,7 @@ MIN_WINDOW = 5
 # there.  Not lower: a forgotten zero_grad passes 100x with its gradients still
 # parallel (the lab's tabular run reaches 386x with a cosine of 1).
 BLOWUP = 1000
+RISEN = 1.5  # a loss half again above its start has risen (no healthy run peaks past 1.3x)
 
 
 def _finite(s: pd.Series) -> pd.Series:
@@ -216,16 +217,23 @@ def grad_cosine_end(h):
 
 def _before_blowup(h: pd.DataFrame) -> pd.DataFrame:
     """The rows before the loss blew up: its first non-finite value, or the first 5-step
-    mean above BLOWUP times the initial loss (all rows if neither happened)."""
+    mean above BLOWUP times the initial loss (all rows if neither happened, or if the
+    first loss already was non-finite)."""
+    before = _before_loss(h, BLOWUP, MIN_WINDOW)
+    return before if len(before) else h
+
+
+def _before_loss(h: pd.DataFrame, factor: float, window: int = 1) -> pd.DataFrame:
+    """The rows before the loss first turned non-finite or its `window`-step mean first
+    passed `factor` times the initial loss (all rows if neither happened)."""
     if "loss" not in h:
         return h
     loss = h["loss"].to_numpy(dtype=float)
     bad = ~np.isfinite(loss)
     start = loss_start(h)
     if start > 0:
-        bad |= pd.Series(loss).rolling(MIN_WINDOW).mean().to_numpy() > BLOWUP * start
-    first = int(bad.argmax())
-    return h.iloc[:first] if bad.any() and first > 0 else h
+        bad |= pd.Series(loss).rolling(window).mean().to_numpy() > factor * start
+    return h.iloc[:int(bad.argmax())] if bad.any() else h
 
 
 def grad_turn_end(h):
@@ -282,22 +290,12 @@ def update_ratio_peak(h):
     plain SGD), and only those that could have made a rise, not those a rise made (a
     batch of another class after a run of one class).  A loss that rose within its
     first MIN_WINDOW steps was raised by them: they are read."""
-    before = _before_rise(h)
+    before = _before_loss(h, RISEN)
     ratios = _values(_stepped(before if len(before) >= MIN_WINDOW else h.iloc[:MIN_WINDOW]),
                      "update_ratio")
     if ratios is None or len(ratios) < MIN_WINDOW:
         return NAN
     return float(ratios.rolling(MIN_WINDOW).median().max())
-
-
-def _before_rise(h: pd.DataFrame, factor: float = 1.5) -> pd.DataFrame:
-    """The rows before the first loss `factor` times the initial loss, or not finite."""
-    if "loss" not in h:
-        return h
-    loss, start = h["loss"].to_numpy(dtype=float), loss_start(h)
-    bad = ~np.isfinite(loss) | ((loss > factor * start) if start > 0 else False)
-    first = int(bad.argmax())
-    return h.iloc[:first] if bad.any() else h
 
 
 def zero_grad_median(h):
