@@ -122,10 +122,12 @@ class Monitor:
         self._inputs = None
         if "inputs" in groups:
             self._inputs, self._outputs = ins.Inputs(), ins.Outputs(self._stop)
-            self._hooked += [self._inputs, self._outputs]
+            # unlike the other forward instruments it also reads the passes made without
+            # a graph (evaluation): `_see_input` hands it every pass
+            self._eval_inputs = EvalInputs()
+            self._hooked += [self._inputs, self._outputs, self._eval_inputs]
             self._handles += [model.register_forward_pre_hook(self._see_input, with_kwargs=True),
                               model.register_forward_hook(self._see_output)]
-            self._hook_eval_inputs(model)
         if "activations" in groups:
             self._hook_activations(model)
         self._all = [self._parameters, *self._hooked]
@@ -155,20 +157,6 @@ class Monitor:
                 instrument = ins.Activations(name, kind)
                 self._hooked.append(instrument)
                 self._handles.append(module.register_forward_hook(self._saver(instrument)))
-
-    def _hook_eval_inputs(self, model: nn.Module) -> None:
-        """`eval_input_shift`: unlike the other forward instruments it also reads the
-        passes made without a graph (evaluation), so it has a hook of its own."""
-        instrument = EvalInputs()
-        self._hooked.append(instrument)
-
-        def see(module, args, kwargs) -> None:
-            if instrument not in self._off:
-                try:
-                    instrument.see(module, (args, kwargs))
-                except Exception as exc:  # noqa: BLE001 - containment is the point
-                    self._stop(instrument, exc)
-        self._handles.append(model.register_forward_pre_hook(see, with_kwargs=True))
 
     # --- hooks: each one guarded, so no failure reaches the user's loop ---------------
     def _before_step(self, optimizer, args, kwargs) -> None:
@@ -200,8 +188,14 @@ class Monitor:
 
     def _see_input(self, module, args, kwargs) -> None:
         """The model's input batch, before the forward: the activation hooks need to
-        know whether it is one unbatched sample."""
+        know whether it is one unbatched sample.  Evaluation inputs too, for
+        `eval_input_shift` only."""
         self._guarded(self._inputs, (args, kwargs))
+        if self._eval_inputs not in self._off:
+            try:
+                self._eval_inputs.see(module, (args, kwargs))
+            except Exception as exc:  # noqa: BLE001 - containment is the point
+                self._stop(self._eval_inputs, exc)
 
     def _see_output(self, module, args, output) -> None:
         self._guarded(self._outputs, output)

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 import failurelab as fl
-from failurelab import buffers, instruments, probes
+from failurelab import buffers, instruments, probes, shift
 from failurelab.monitor import MonitorWarning
 
 STEPS = 70
@@ -45,6 +45,8 @@ def _loop(mon_factory=None):
         loss.backward()
         opt.step()
         losses.append(loss.detach().clone())
+        with torch.no_grad():  # a validation pass each step: eval_input_shift every row
+            model(torch.randn(16, 3, generator=g))
         if mon is not None:
             mon.record(loss)
     weights = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
@@ -101,6 +103,11 @@ CASES = {  # hooks fail from step 40 on: they lose the pending chunk (from step 
                                               "gradients carried over", "grad_carried", 32),
     "carried statistics": (instruments.Carried, "compute", 1, None, "gradients carried over",
                            "grad_carried", 32),
+    # the input hook hands every pass to it, a training and a validation one per step
+    "evaluation-input part of the input hook": (shift.EvalInputs, "see", 80, None,
+                                                "evaluation inputs", "eval_input_shift", 32),
+    "evaluation-input statistics": (shift.EvalInputs, "compute", 1, None,
+                                    "evaluation inputs", "eval_input_shift", 32),
     "activation forward hook": (instruments.Activations, "see", 40, _sig_only,
                                 "activations/sig", "act_mean/sig", 32),
     "activation statistics": (instruments.Activations, "compute", 1, _sig_only,
