@@ -103,9 +103,11 @@ NOT_REPRODUCED = (  # (cause, what was tried and measured, why it is not a fault
         "a loss-scaling setting that keeps skipping steps",
         "measured: float16 + GradScaler(growth_interval=1) skips 49.7% of the steps (seed "
         "0; growth_interval=2000 skips none), loss ends at 0.18 against 0.12",
-        "reproduces, but needs three fields against the float32 baseline (dtype, "
-        "loss_scaling, the interval); the catalogue injects at most two into a task "
-        "baseline",
+        "a skipped step is one lost step, so a scaler that skips half of them slows "
+        "training without breaking it, and only a contrived interval makes it skip that "
+        "often. The course's loss-scaling problem is in the catalogue in its common "
+        "form instead: `clip_before_unscale`, gradients clipped while still multiplied "
+        "by the scale (PyTorch's AMP recipe calls unscale_() first for this reason)",
     ),
     (
         "phenomenon D: an oversized layer, a batch too small for the machine",

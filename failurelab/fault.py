@@ -21,7 +21,7 @@ PHENOMENON_TEXTS = {"A": Text("loss diverges", "损失发散"),
                     "C": Text("NaN", "出现 NaN"),
                     "D": Text("training is unbearably slow", "训练慢得无法忍受")}
 PHENOMENA = {key: text.en for key, text in PHENOMENON_TEXTS.items()}
-TEXTS = ("title", "symptom", "cause", "experiment", "fix", "why_two_fields")
+TEXTS = ("title", "symptom", "cause", "experiment", "fix", "why_several_fields")
 
 
 def phenomenon(key: str | None, lang: str | None = None) -> str:
@@ -39,7 +39,7 @@ class Chinese:
     cause: str
     experiment: str
     fix: str
-    why_two_fields: str = ""
+    why_several_fields: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Fault:
     probe: Edit  # the distinguishing experiment, applied to the faulty recipe
     signature: Signature  # what a run with this fault measurably shows
     outcome: Signature  # what the distinguishing experiment's run measurably shows
-    why_two_fields: str = ""  # set when the injection must change two fields
+    why_several_fields: str = ""  # set when the injection changes more than one field
     fixed_accuracy: float = 0.9  # validation accuracy the fixed run reaches in every seed
     other_shapes: tuple[str, ...] = ()  # shapes some seeds show instead (said honestly)
     instrument: str | None = None  # the plot that shows the cause, if not the signature's

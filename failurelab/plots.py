@@ -50,7 +50,7 @@ _SHOWS = {
              "loss_persistence", "unhealthy_curve", "negative_loss_growth"),
     "gradients": ("grad_growth", "grad_norm_rising", "first_layer_grad_share",
                   "first_layer_grad_share_start", "param_no_grad_share", "unoptimized_max",
-                  "grad_carried_share"),
+                  "grad_carried_share", "clipped_grad_norm"),
     "gradient_cosine": ("grad_cosine_end", "grad_turn_end"),
     "update_ratio": ("update_ratio_median", "update_ratio_start", "update_ratio_peak",
                      "lr_change_early", "step_size_change",

@@ -271,6 +271,24 @@ def grad_norm_max(h):
     return _stat(_values(_stepped(h), "grad_norm"), pd.Series.max)
 
 
+PINNED = 1e-4  # relative change under which two steps' gradient norms are the same value
+
+
+def clipped_grad_norm(h):
+    """The gradient norm the steps were pinned at: its median over the steps whose norm
+    repeats the previous step's to PINNED, NaN unless half the steps repeat.  A clip
+    returns every gradient above its threshold at exactly that norm (a few float
+    roundings apart); gradients left alone change norm from batch to batch."""
+    if "grad_norm" not in h:
+        return NAN
+    g = _finite(_stepped(h)["grad_norm"])
+    if len(g) < MIN_WINDOW:
+        return NAN
+    previous = g.shift(1).iloc[1:]
+    repeats = (g.iloc[1:] - previous).abs() <= PINNED * previous.abs()
+    return _median(g.iloc[1:][repeats]) if repeats.mean() >= 0.5 else NAN
+
+
 def update_ratio_median(h):
     """Median ‖Δw‖/‖w‖ per step; the usual healthy range is about 1e-4 to 1e-1."""
     return _median(_column(_stepped(h), "update_ratio"))
@@ -733,4 +751,5 @@ def first_layer_grad_share_start(h):
 
 QUANTITIES.update({f.__name__: f for f in (val_acc_early, step_size_change,
                                            step_size_change_early, lr_change_early,
-                                           first_layer_grad_share_start)})
+                                           first_layer_grad_share_start,
+                                           clipped_grad_norm)})

@@ -65,6 +65,7 @@ class Recipe:
     zero_grad: bool = True  # clear gradients before each backward pass
     zero_grad_at: str = "before_backward"  # "before_step" clears them after backward
     grad_clip: float = 0.0  # clip the global gradient norm to this value (0 = off)
+    unscale_before_clip: bool = True  # with a GradScaler: unscale_() the gradients first
     lr_decay_every: int = 0  # StepLR: multiply the rate by 0.1 every this many steps (0 = off)
     loss_reduction: str = "mean"  # "sum" adds the per-sample losses instead of averaging
     negate_loss: bool = False  # minimise -loss, i.e. climb the loss
@@ -267,7 +268,8 @@ def _problems(r: Recipe):
     ]
     for name in ("normalize_inputs", "impute_missing", "shuffle", "mask_padding",
                  "mask_inverted", "zero_grad", "balanced_sampling", "loss_scaling", "eval_mode",
-                 "leak_label", "negate_loss", "divide_accumulated", "normalize_val"):
+                 "leak_label", "negate_loss", "divide_accumulated", "normalize_val",
+                 "unscale_before_clip"):
         value = getattr(r, name)
         if not isinstance(value, bool):
             checks.append(f"{name} must be True or False, got {value!r}")

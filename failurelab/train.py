@@ -138,7 +138,8 @@ def _train(parts: Parts, preset: str):
                 optimizer.zero_grad(set_to_none=True)  # misplaced: erases what backward made
             t3 = time.thread_time()
             if recipe.grad_clip:
-                scaler.unscale_(optimizer)
+                if recipe.unscale_before_clip:
+                    scaler.unscale_(optimizer)  # forget this and the clip sees loss x scale
                 nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
             scaler.step(optimizer)  # skips the step if fp16 gradients overflowed
             scaler.update()

@@ -32,16 +32,18 @@ def test_the_registry_names_and_order_are_pinned():
         "slow_data", "weight_decay_too_large", "batch_too_small", "exploding_gradients",
         "inverted_padding_mask", "zero_grad_misplaced", "init_too_small", "label_leakage",
         "lr_decayed_too_early", "summed_loss", "negated_loss", "accumulation_not_divided",
-        "val_not_normalized",
+        "val_not_normalized", "clip_before_unscale",
     ]
 
 
 @pytest.mark.parametrize("name", FAULT_NAMES)
-def test_a_fault_changes_one_field_or_says_why_it_changes_two(name):
+def test_a_fault_changes_one_field_or_says_why_it_changes_more(name):
+    """More than one field only where the mistake lives in a loop the baseline does not
+    have (micro-batches, mixed precision): the fault's text says which and why."""
     fault, recipe = faulty(name)
     changed = fl.diff(fl.baseline(fault.task), recipe)
-    assert 1 <= len(changed) <= 2
-    assert len(changed) == 1 or len(fault.why_two_fields) > 20
+    assert 1 <= len(changed) <= 4
+    assert len(changed) == 1 or len(fault.why_several_fields) > 20
 
 
 @pytest.mark.parametrize("name", FAULT_NAMES)

@@ -112,6 +112,20 @@ def test_undivided_micro_batches_weigh_each_step_their_number():
         assert step_loss_weight(h) == pytest.approx(k, rel=1e-4)
 
 
+def test_clipping_scaled_gradients_pins_the_step_at_the_threshold_over_the_scale():
+    """With unscale_() first (habits "amp" and "clip") the clip leaves true gradients at
+    their own norms or at the threshold itself; clipped while still scaled, every step
+    gets the threshold divided by the GradScaler's scale (2^15 after the first step,
+    which float16 overflow makes the scaler skip)."""
+    from failurelab.quantities import clipped_grad_norm
+
+    healthy = _run(zoo.Case("bag", "sgd", None, None, seed=0, habits=("clip", "amp")))
+    assert not clipped_grad_norm(healthy) < 1e-3  # NaN (not pinned) or the threshold 1
+    for threshold in zoo.FAULTS["clip_before_unscale"].severities:
+        h = _run(_case("bag", "clip_before_unscale", threshold, optimizer="sgd"))
+        assert clipped_grad_norm(h) == pytest.approx(threshold / 2**15, rel=1e-3)
+
+
 def test_raw_units_spread_the_input_scales_over_decades():
     for severity in zoo.FAULTS["no_input_norm"].severities:
         h = _run(_case("regressor", "no_input_norm", severity, optimizer="adam"))

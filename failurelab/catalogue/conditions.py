@@ -21,6 +21,11 @@ LEARNS = C("loss_progress", True, 0.5, "loss progress",
            "the loss still falls by half: the model itself can learn", log=False, unit=0.1,
            label_zh="损失下降幅度",
            why_zh="损失仍下降了一半：模型本身能学习")
+TINY_STEPS = C("update_ratio_median", False, 1e-4, "median update ratio",
+               "steps under 0.01% of the weights need > 10^4 steps to move them by "
+               "their own size",
+               label_zh="更新比的中位数",
+               why_zh="步长低于权重的 0.01% 时，要走 > 10^4 步才能让权重移动与自身相当的距离")
 MOVING = C("update_ratio_median", True, 5e-4, "median update ratio",
            "the optimizer changes the weights by a healthy share each step; 5e-4 is 10x "
            "above a too-small rate", role="guard",
@@ -76,6 +81,12 @@ NOT_SCALED = C("loss_scaled_share", False, 0.5, "share of steps taken by a GradS
                label_zh="由 GradScaler 执行的步数比例",
                why_zh="没有损失缩放：启用的 GradScaler 会把损失放大（起初放大 65536 倍），让小的 float16 "
                       "梯度远离下溢（记录时检查）")
+SCALED = C("loss_scaled_share", True, 0.5, "share of steps taken by a GradScaler",
+           "a GradScaler took the steps (checked when recorded): until unscale_() its "
+           "scale (65536 at first) multiplies every gradient", log=False, role="guard",
+           label_zh="由 GradScaler 执行的步数比例",
+           why_zh="步子由 GradScaler 执行（记录时检查）：在 unscale_() 之前，它的缩放因子（起初为 65536）"
+                  "乘在每个梯度上")
 ALL_OPTIMIZED = C("unoptimized_max", False, 0.5, "parameters outside the optimizer",
                   "every parameter that gets a gradient is in the optimizer (checked when "
                   "recorded): otherwise that alone explains weights that do not move",

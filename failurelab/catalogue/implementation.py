@@ -496,10 +496,10 @@ ACCUMULATION_NOT_DIVIDED = Fault(
                    "值之和；单纯的学习率过大，不会恰好被微批次数治好。",
         fix="反向传播之前，把每个微批次的损失除以微批次的个数（loss / accumulate），让累积起来的梯度是整个"
             "批次上的平均。",
-        why_two_fields="这个错误需要两者同时成立：只有切成微批次的循环才有什么可除的，而没有除以微批次"
+        why_several_fields="这个错误需要两者同时成立：只有切成微批次的循环才有什么可除的，而没有除以微批次"
                        "数才是错误本身。单独切成 16 个微批次并正确地除，与基线一样训练（16 × 1/16 = 1）"
                        "。"),
-    why_two_fields="The mistake needs both: only a loop cut into micro-batches has anything "
+    why_several_fields="The mistake needs both: only a loop cut into micro-batches has anything "
                    "to divide, and leaving the division out is the mistake itself. Cut into "
                    "16 micro-batches and divided correctly, the loop trains like the baseline "
                    "(16 x 1/16 = 1).",

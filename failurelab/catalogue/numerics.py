@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..fault import Chinese, Fault
-from ..recipes import Set
+from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import FINITE, FLOAT16, NOT_SCALED
+from .conditions import FINITE, FLOAT16, LEARNS, NOT_SCALED, SCALED, TINY_STEPS, UNHEALTHY
 
 FP16_NO_SCALING = Fault(
     name="fp16_no_scaling",
@@ -128,7 +128,7 @@ FP16_OVERFLOW = Fault(
                    " NaN。这些数值只是超出了 float16 的范围，并没有损坏。",
         fix="把输入标准化，并把可能超过 65504 的量留在 float32 中（或用 bfloat16 训练）；使用 float16 时"
             "还要加上损失缩放，以防相反的问题：下溢。",
-        why_two_fields="溢出需要两者同时成立：只有 float16 有 65504 这个上限，也只有未标准化的金额会超过"
+        why_several_fields="溢出需要两者同时成立：只有 float16 有 65504 这个上限，也只有未标准化的金额会超过"
                        "它。单独改其中一个字段，要么无害（标准化输入上的 float16），要么是另一种故障（"
                        "float32 下的 no_input_norm）。"),
     edit=(Set("dtype", "float16"), Set("normalize_inputs", False),),
@@ -137,7 +137,7 @@ FP16_OVERFLOW = Fault(
     # inputs beyond float16's range are unstandardised by definition; what made the
     # NaN is the float16 cast, so this ranks ahead of no_input_norm
     explains=("no_input_norm",),
-    why_two_fields="Overflow needs both: only float16 has the 65504 ceiling and only "
+    why_several_fields="Overflow needs both: only float16 has the 65504 ceiling and only "
                    "the unstandardised amounts exceed it. Alone, each field is "
                    "harmless (float16 on standardised inputs) or a different fault "
                    "(no_input_norm in float32).",
@@ -168,4 +168,73 @@ FP16_OVERFLOW = Fault(
        verdict_zh="有了 float32 的指数范围就没有 NaN：这是一次溢出"),
 )
 
-FAULTS = (FP16_NO_SCALING, FP16_OVERFLOW)
+CLIP_BEFORE_UNSCALE = Fault(
+    name="clip_before_unscale",
+    title="Gradients clipped while still multiplied by the loss scale",
+    family="numerics", task="tabular", shape="plateau", phenomenon="B",
+    # steps 40000 times too small: lr_too_small's evidence, made by the clip
+    explains=("lr_too_small",),
+    symptom="Mixed precision with a GradScaler and gradient clipping: no NaN, no "
+            "skipped step, yet the loss stays at ln 3 = 1.1 as if nothing trained. The "
+            "gradient reaching the optimizer has the same norm at every step, 1.5e-5 = "
+            "1/65536, and each update moves the weights by about 1e-6 of their size.",
+    cause="Backward through scaler.scale(loss) leaves every gradient multiplied by the "
+          "scale, 65536. clip_grad_norm_(max_norm=1) runs on those scaled gradients, whose norm "
+          "is about 40000, and cuts it to 1; scaler.step() then divides by 65536. Every "
+          "step gets a gradient of norm 1/65536, whatever the loss says: with SGD, a "
+          "learning rate 40000 times too small. (Adam would hide it, since it divides by "
+          "the gradient's own scale.)",
+    experiment="Multiply the clip threshold by 65536, the scaler's scale, changing "
+               "nothing else: the clip no longer bites and the run trains like the "
+               "baseline. A learning rate that is merely too small would not be cured "
+               "by the clip threshold.",
+    fix="Call scaler.unscale_(optimizer) before clip_grad_norm_, as PyTorch's AMP recipe "
+        "does: the clip then sees the true gradients, and scaler.step() knows they are "
+        "already unscaled.",
+    zh=Chinese(
+        title="梯度在仍乘着损失缩放因子时被裁剪",
+        symptom="使用 GradScaler 和梯度裁剪的混合精度训练：没有 NaN，也没有被跳过的步，损失却一直停在 "
+                "ln 3 = 1.1，好像什么也没学。到达优化器的梯度每一步的范数都一样，1.5e-5 = 1/65536，每次"
+                "更新只让权重变化自身大小的约 1e-6。",
+        cause="scaler.scale(loss).backward() 让每个梯度都乘上了缩放因子 65536。clip_grad_norm_(max_norm=1)"
+              " 作用在这些放大后的梯度上，它们的范数约为 40000，被裁成 1；随后 scaler.step() 再除以 65536"
+              "。不论损失怎样，每一步拿到的梯度范数都是 1/65536：对 SGD 来说，相当于学习率小了 40000 倍"
+              "。（Adam 会把它掩盖掉，因为它除以梯度自身的尺度。）",
+        experiment="只把裁剪阈值乘以 65536，即缩放因子，其余不变：裁剪不再起作用，运行就像基线一样训练"
+                   "。单纯的学习率过小，不会被裁剪阈值治好。",
+        fix="在 clip_grad_norm_ 之前调用 scaler.unscale_(optimizer)，正如 PyTorch 的 AMP 示例那样：裁剪"
+            "看到的是真实的梯度，scaler.step() 也知道它们已经缩放回来了。",
+        why_several_fields="错误只在混合精度循环的一行里：它需要 float16 autocast、GradScaler 和按范数裁剪"
+                           "（这三个字段合起来就是健康的 AMP 写法，训练得和基线一样），而漏掉的 "
+                           "unscale_() 才是故障本身。"),
+    why_several_fields="The mistake lives in one line of a mixed-precision loop: it needs "
+                       "float16 autocast, a GradScaler and clipping by norm (three fields "
+                       "that together make the healthy AMP recipe, which trains like the "
+                       "baseline), and the missing unscale_() is the fault itself.",
+    edit=(Set("dtype", "float16"), Set("loss_scaling", True), Set("grad_clip", 1.0),
+          Set("unscale_before_clip", False)),
+    repair=(Set("unscale_before_clip", True),),
+    probe=(Scale("grad_clip", 65536),),
+    signature=Signature((
+        C("clipped_grad_norm", False, 1e-3, "gradient norm every step was clipped to",
+          "every step's gradient reached the optimizer at one and the same norm, as a "
+          "clip leaves it, and that norm is under 1e-3: a clip threshold in common use "
+          "(0.1-10) divided by a GradScaler's scale (2^14-2^16 at first). A clip of the "
+          "true gradients leaves them at the threshold itself; gradients that are not "
+          "clipped change norm from step to step",
+          label_zh="每一步被裁剪到的梯度范数",
+          why_zh="每一步的梯度都以同一个范数到达优化器，正是裁剪留下的样子，而且这个范数低于 1e-3：常用的"
+                 "裁剪阈值（0.1-10）除以 GradScaler 的缩放因子（起初为 2^14-2^16）。裁剪真实的梯度会把它"
+                 "们留在阈值本身；没有被裁剪的梯度每一步的范数都在变"),
+        TINY_STEPS,
+        SCALED,
+        UNHEALTHY,
+    ), "the gradients were clipped while still scaled by the GradScaler - call "
+       "scaler.unscale_(optimizer) before clipping",
+       verdict_zh="梯度在仍被 GradScaler 放大时就被裁剪了：裁剪之前先调用 scaler.unscale_(optimizer)"),
+    outcome=Signature((LEARNS,), "with the threshold raised by the scale the run "
+                      "trains: the clip acted on scaled gradients",
+                      verdict_zh="把阈值乘上缩放因子后运行就能训练：裁剪作用在放大后的梯度上"),
+)
+
+FAULTS = (FP16_NO_SCALING, FP16_OVERFLOW, CLIP_BEFORE_UNSCALE)

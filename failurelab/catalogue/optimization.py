@@ -15,6 +15,7 @@ from .conditions import (
     LEARNS,
     POSITIVE_LOSS,
     ROSE,
+    TINY_STEPS,
     UNHEALTHY,
 )
 
@@ -122,11 +123,7 @@ LR_TOO_SMALL = Fault(
         fix="提高学习率，例如用 LR 范围测试建议的值。"),
     edit=(Scale("lr", 1e-3),), repair=(Scale("lr", 1e3),), probe=(Scale("lr", 100),),
     signature=Signature((
-        C("update_ratio_median", False, 1e-4, "median update ratio",
-          "steps under 0.01% of the weights need > 10^4 steps to move them by their "
-          "own size",
-          label_zh="更新比的中位数",
-          why_zh="步长低于权重的 0.01% 时，要走 > 10^4 步才能让权重移动与自身相当的距离"),
+        TINY_STEPS,
         GRADIENTS_FLOW,
         UNHEALTHY,
         ALL_OPTIMIZED,

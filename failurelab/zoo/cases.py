@@ -11,7 +11,8 @@ from .faults import FAULTS
 # and val_acc; "clip" gradient-norm clipping; "cosine" / "step_lr" an LR schedule;
 # "accum" accumulation over two micro-batches; "extras" lr and batch accuracy as columns;
 # "amp" float16 autocast with a GradScaler (mixed precision done right: a healthy
-# control for the float16 faults, in the families that run in float16).
+# control for the float16 faults, in the families that run in float16; and the loop a
+# fault of mixed precision itself lives in).
 HABITS = ("val", "clip", "cosine", "step_lr", "accum", "extras", "amp")
 HABIT_SETS = ((), ("val",), ("val", "cosine"), ("val", "clip", "extras"),
               ("step_lr", "accum"), ("val", "clip", "cosine", "accum", "extras"))
@@ -38,11 +39,12 @@ class Case:
         if "amp" in self.habits and HALF not in FAMILIES_BY_NAME[self.family].traits:
             raise ValueError(f"{self.family} does not run in float16: no 'amp' habit")
         if self.fault is not None:
-            if "amp" in self.habits:
-                raise ValueError("the 'amp' habit is a healthy control only")
             fault = FAULTS.get(self.fault)
             if fault is None:
                 raise ValueError(f"unknown zoo fault {self.fault!r}; known: {', '.join(FAULTS)}")
+            if "amp" in self.habits and "amp" not in fault.habits:
+                raise ValueError("the 'amp' habit is a healthy control, except for a fault "
+                                 "that lives in a mixed-precision loop")
             if not fault.applies(self.family, self.optimizer):
                 raise ValueError(f"{self.fault} does not apply to {self.family}/{self.optimizer}")
             missing = [h for h in fault.habits if h not in self.habits]

@@ -52,6 +52,7 @@ EXPECTED_CAUSE = {
     "fp16_adam_eps": None,
     "accumulation_not_divided": "accumulation_not_divided",
     "val_not_normalized": "val_not_normalized",
+    "clip_before_unscale": "clip_before_unscale",
 }
 
 
@@ -156,5 +157,11 @@ _FAULTS = (
     ZooFault("val_not_normalized", None, "val_raw_decades", (3.0, 6.0), "the scaler fit "
              "and applied to the training split only: validation inputs in raw units "
              "spanning 3 / 6 decades", needs=frozenset({FLOAT}), habits=("val",)),
+    ZooFault("clip_before_unscale", None, "scaled_clip", (1.0, 10.0), "mixed precision "
+             "with a GradScaler, clip_grad_norm_(max_norm=1 / 10) called on the scaled "
+             "gradients: scaler.unscale_(optimizer) forgotten before it",
+             # Adam, AdamW and RMSprop divide each step by the gradient's own scale, so a
+             # gradient pinned 1e4-1e5 times too small still takes steps of the usual size
+             needs=frozenset({HALF}), optimizers=_SGD, habits=("amp",)),
 )
 FAULTS = {f.name: replace(f, cause=EXPECTED_CAUSE[f.name]) for f in _FAULTS}

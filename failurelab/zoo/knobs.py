@@ -42,6 +42,8 @@ class Knobs:
     temperature: float = 1.0  # the logits are divided by this in the hand-written loss
     target_shape: str = "matched"  # "broadcast": MSE of (B, 1) outputs against (B,) targets
     # --- loop (zoo/loop.py) ---
+    scaled_clip: float = 0.0  # > 0: clip_grad_norm_ to this before scaler.unscale_(), on
+    #                           gradients still multiplied by the GradScaler's scale
     zero_grad: str = "each_step"  # "never" | "each_epoch" | "misplaced" | "misplaced_keep"
 
 

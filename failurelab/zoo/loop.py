@@ -64,7 +64,9 @@ def train(loop: Loop) -> pd.DataFrame:
             loss, output = _forward_backward(loop, x, y, scaler)
             if zero_grad in ("misplaced", "misplaced_keep"):  # the bug: after backward
                 optimizer.zero_grad(set_to_none=zero_grad == "misplaced")
-            if loop.clip:
+            if loop.knobs.scaled_clip:  # the fault "clip_before_unscale": no unscale_()
+                nn.utils.clip_grad_norm_(model.parameters(), loop.knobs.scaled_clip)
+            elif loop.clip:
                 if scaler is not None:
                     scaler.unscale_(optimizer)  # clip the true gradients, not scaled ones
                 nn.utils.clip_grad_norm_(model.parameters(), loop.clip)
