@@ -9,14 +9,16 @@ Adamax, Nesterov SGD), schedules (OneCycle, linear warm-up then cosine, exponent
 architectures (a transformer encoder layer, an LSTM, Conv1d with GroupNorm, a deep
 BatchNorm MLP), losses (label smoothing, Huber, L1, multi-label BCE, NLL on
 log-softmax) and habits (clipping by value, two param groups, a frozen body, batches of 8
-and 256, 1000 steps, a validation loss).  Each runs healthy and with every catalogue
+and 256, 1000 steps, a validation loss, mixed precision with a GradScaler).  Each runs healthy and with every catalogue
 fault a plain `fl.Monitor` can see, planted the way users write it.
 
     python benchmarks/held_out_loops.py [--seeds 2-4] [--workers 2]
 
 History: written with seeds 0-1, which were looked at and changed six signatures (the
 commit "Diagnosis: six readings a plain Monitor loop needs ..."); seeds 2 and above
-were first measured after those changes.
+were first measured after those changes.  The mixed-precision plants (`amp_clip`, a
+healthy control, and `amp_clip_before_unscale`) were added after the fault
+clip_before_unscale had its signature, and first measured on every seed at once.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class Planted:
     softmax: bool = False  # nn.Softmax at the end of a model trained with cross-entropy
     init: float = 1.0  # factor on every weight matrix at initialisation
     loss: str = "mean"  # mean | sum | negated
+    amp: str = ""  # "": float32 | "unscaled": float16 autocast, a GradScaler, the gradient
+    #                norm clipped to 1 after unscale_() | "scaled": clipped before it
 
 
 # planted name -> (what it changes, the catalogue fault fl.diagnose should name)
@@ -64,6 +68,8 @@ PLANTS = {
     "init_x10": (Planted(init=10.0), "bad_init"),
     "summed_loss": (Planted(loss="sum"), "summed_loss"),
     "negated_loss": (Planted(loss="negated"), "negated_loss"),
+    "amp_clip": (Planted(amp="unscaled"), None),  # mixed precision done right: healthy
+    "amp_clip_before_unscale": (Planted(amp="scaled"), "clip_before_unscale"),
 }
 
 
@@ -245,7 +251,13 @@ def _loops(f: float) -> dict:
 
 LOOPS = tuple(_loops(1.0))
 # Plants that need something a loop lacks: a softmax where the loss takes logits of classes.
-NEEDS = {"softmax_into_ce": lambda loop, target: target == "classes" and loop != "nll_log_softmax"}
+# Mixed precision in the loops stepped by SGD (plain, Nesterov, scheduled): an adaptive
+# optimizer divides by the gradient's own scale and trains through clip_before_unscale.
+SGD_LOOPS = ("sgd_plain", "nesterov", "one_cycle", "exponential", "batch_8", "long_run",
+             "deep_batchnorm", "l1_sgd")
+NEEDS = {"softmax_into_ce": lambda loop, target: target == "classes" and loop != "nll_log_softmax",
+         "amp_clip": lambda loop, target: loop in SGD_LOOPS,
+         "amp_clip_before_unscale": lambda loop, target: loop in SGD_LOOPS}
 
 
 def _planted(loop: Loop, p: Planted, train, val, g: torch.Generator):
@@ -287,6 +299,7 @@ def run(name: str, plant: str, seed: int):
     (X, y), model, opt = train, loop.model, loop.optimizer
     order_g = torch.Generator().manual_seed(seed + 1)
     per_epoch = len(X) // loop.batch
+    scaler = torch.amp.GradScaler("cpu") if p.amp else None
     with fl.Monitor(model, opt) as mon:
         for step in range(loop.steps):
             if step % per_epoch == 0:
@@ -295,13 +308,23 @@ def run(name: str, plant: str, seed: int):
             model.train()
             if p.zero_grad == "each_step":
                 opt.zero_grad()
-            loss = loop.loss_fn(model(X[rows]), y[rows])
-            loss.backward()
+            with torch.autocast("cpu", dtype=torch.float16, enabled=bool(p.amp)):
+                out = model(X[rows])
+            loss = loop.loss_fn(out.float(), y[rows])
+            (loss if scaler is None else scaler.scale(loss)).backward()
             if p.zero_grad == "after_backward":  # the bug: gradients gone before the step
                 opt.zero_grad(set_to_none=loop.clip_value is None)
             if loop.clip_value:
                 nn.utils.clip_grad_value_(model.parameters(), loop.clip_value)
-            opt.step()
+            if p.amp == "unscaled":
+                scaler.unscale_(opt)
+            if p.amp:  # "scaled", the bug: the clip sees the gradients times the scale
+                nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            if scaler is None:
+                opt.step()
+            else:
+                scaler.step(opt)
+                scaler.update()
             if loop.schedule is not None:
                 loop.schedule.step()
             extra = {}
@@ -333,8 +356,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="2-4")
     parser.add_argument("--workers", type=int, default=None, help="default: one per core")
+    parser.add_argument("--plants", default=None, help="comma-separated (default: all)")
     args = parser.parse_args()
     jobs = cases(fl.parse_seeds(args.seeds))
+    if args.plants:
+        jobs = [job for job in jobs if job[1] in args.plants.split(",")]
     start = time.perf_counter()
     with worker_pool(len(jobs), args.workers) as pool:
         results = list(pool.map(_job, jobs, chunksize=4))
@@ -351,11 +377,15 @@ def main() -> int:
     faulty = [0, 0]
     for plant, (_, expected) in PLANTS.items():
         right, n = per[plant, True], per[plant, True] + per[plant, False]
+        if not n:
+            continue
         print(f"{plant:22s} {str(expected or 'healthy'):22s} {right:3d}/{n}")
         if expected:
             faulty = [faulty[0] + right, faulty[1] + n]
-    print(f"\nfaults named {faulty[0]}/{faulty[1]} = {faulty[0] / faulty[1]:.1%}; healthy "
-          f"called healthy {per['healthy', True]}/{per['healthy', True] + per['healthy', False]}")
+    healthy = [per[plant, True] for plant, (_, e) in PLANTS.items() if e is None], \
+        [per[plant, True] + per[plant, False] for plant, (_, e) in PLANTS.items() if e is None]
+    print(f"\nfaults named {faulty[0]}/{faulty[1]} = {faulty[0] / max(faulty[1], 1):.1%}; "
+          f"healthy called healthy {sum(healthy[0])}/{sum(healthy[1])}")
     for level in ("high", "medium", "low"):
         right, n = levels[level, True], levels[level, True] + levels[level, False]
         print(f"  {level:6s} right {right}/{n}" + (f" ({right / n:.0%})" if n else ""))

@@ -8,7 +8,7 @@ from ..fault import Chinese, Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import FINITE, FLOAT16, LEARNS, NOT_SCALED, SCALED, TINY_STEPS, UNHEALTHY
+from .conditions import FINITE, FLOAT16, LEARNS, NOT_SCALED, SCALED, UNHEALTHY
 
 FP16_NO_SCALING = Fault(
     name="fp16_no_scaling",
@@ -226,7 +226,6 @@ CLIP_BEFORE_UNSCALE = Fault(
           why_zh="每一步的梯度都以同一个范数到达优化器，正是裁剪留下的样子，而且这个范数低于 1e-3：常用的"
                  "裁剪阈值（0.1-10）除以 GradScaler 的缩放因子（起初为 2^14-2^16）。裁剪真实的梯度会把它"
                  "们留在阈值本身；没有被裁剪的梯度每一步的范数都在变"),
-        TINY_STEPS,
         SCALED,
         UNHEALTHY,
     ), "the gradients were clipped while still scaled by the GradScaler - call "
