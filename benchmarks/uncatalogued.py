@@ -18,13 +18,15 @@ hand-written loss, a linear model), `patched_build` swaps that one part of what
   whether the same run with the loss written as NLL of `log(softmax)` differs: loss
   curves bitwise equal?  largest difference?  final validation accuracy?  For the
   float16 recipes a third variant writes `log(softmax)` inside the autocast region.
-* slow - phenomenon D on the tabular task: batch sizes 1-256 (learning rate kept at
-  the baseline's 0.1) and hidden widths 64/1024/4096, read through the loop's thread
-  CPU timing columns (`t_data`, `t_forward`, `t_backward`, `t_step`): microseconds per
-  step and per sample, each segment's share, and final validation accuracy; beside
-  them the candidate single-run ratios (segment shares, the largest layer's share of
-  the parameters) on the healthy baselines, and that share on the zoo's healthy models.
-  Timing runs one at a time (`--workers` is ignored) and under both Monitor presets.
+* slow - phenomenon D on the tabular task: batch sizes 1-256 (learning rate 0.1 x
+  B/64) and hidden widths 64/1024/4096 (rate 0.1 x 64/width; 4096, about two minutes a
+  run, on the first seed only), read through the loop's thread CPU timing columns
+  (`t_data`, `t_forward`, `t_backward`, `t_step`): microseconds per step and per
+  sample, each segment's share, backward over forward, and final validation accuracy;
+  beside them the same readings on both healthy baselines, and the largest layer's
+  share of the parameters there and in the zoo's healthy models.  Timing runs one at a
+  time (`--workers` is ignored), under both Monitor presets: the full preset's
+  optimizer pre-hook copies weights and gradients inside `t_step`.
 * capacity - hidden widths 1, 2, 4, 8 against the baseline's 32 on the sequence task,
   and 1, 2, 3 against 64 on the tabular task, with the tabular task's linear ceilings
   (a linear model, and one through a 1-unit linear bottleneck); beside them the
@@ -305,6 +307,8 @@ def timed_run(job) -> dict:
     for column in TIMING_COLUMNS:
         out[column] = 1e6 * float(h[column].median())
         out[f"share_{column}"] = float((h[column] / total.where(total > 0)).median())
+    forward = h["t_forward"]
+    out["backward_forward"] = float((h["t_backward"] / forward.where(forward > 0)).median())
     return out
 
 
@@ -331,17 +335,18 @@ def zoo_layer_shares() -> dict[str, float]:
 def _segments(results: list[dict]) -> list:
     med = {k: statistics.median(r[k] for r in results)
            for k in ("us_step", "us_sample", *TIMING_COLUMNS,
-                     *(f"share_{c}" for c in TIMING_COLUMNS))}
+                     *(f"share_{c}" for c in TIMING_COLUMNS), "backward_forward")}
     return [f"{med['us_step']:.0f}", f"{med['us_sample']:.1f}",
             *(f"{med[f'share_{c}']:.2f}" for c in TIMING_COLUMNS),
+            f"{med['backward_forward']:.2f}",
             span([r["val_acc"] for r in results], ".2f")]
 
 
 def row_slow(seeds) -> None:
     tab = fl.baseline("tabular")
     # The rate scales with the batch (0.1 x B/64) and against the width (0.1 x 64/w): at
-    # 0.1, batch 1 and width 4096 end at chance and width 1024 at 0.69 (seed 0), and a
-    # needless layer is one that costs time without changing the result.
+    # 0.1 batch 1 and the wide layers did not train (seed 0), and a needless layer is
+    # one that costs time without changing the result.
     variants = [(f"batch {b}", tab.replace(batch_size=b, lr=tab.lr * b / 64), seeds)
                 for b in (1, 4, 16, 64, 256)]
     variants += [(f"hidden {w}", tab.replace(hidden=w, lr=tab.lr * 64 / w),
@@ -354,7 +359,8 @@ def row_slow(seeds) -> None:
     print(f"\n{len(results)} timed runs in {time.perf_counter() - started:.0f} s "
           f"(one process; load average now {', '.join(f'{x:.1f}' for x in _load())})")
     header = ["variant", "lr", "seeds", "µs/step", "µs/sample", "t_data share",
-              "t_forward share", "t_backward share", "t_step share", "final val acc"]
+              "t_forward share", "t_backward share", "t_step share", "t_backward / t_forward",
+              "final val acc"]
     for preset in ("full", "economy"):
         rows = [[label, f"{recipe.lr:.3g}", ",".join(map(str, own)),
                  *_segments([r for r in results
