@@ -48,11 +48,26 @@ ROUTES: dict[str, tuple[dict, ...]] = {routes}
 NOT_REPRODUCED = (  # (cause, what was tried and measured, why it is not a fault here)
     (
         "capacity too small",
-        "`hidden` = 1, 2, 3 on the tabular task (seeds 0-2)",
-        "the task's teacher is linear in 16 features, so 2 hidden units already represent "
-        "it: width 3 reaches 0.94-0.96 like the baseline, and widths 1-2 fail only when "
-        "their few ReLU units die (dead_relu's mechanism; hidden=2: 0.90, 0.65, 0.35 on "
-        "seeds 0-2), not for lack of capacity",
+        "measured (`python benchmarks/uncatalogued.py --rows capacity`, seeds 0-4): "
+        "`hidden` = 1, 2, 4, 8 against 32 on the sequence task, 1, 2, 3 against 64 on the "
+        "tabular task, and the tabular task's linear ceilings. Sequence: the label (mean "
+        "real token above 6) is one direction of the pooled embedding, and width 1 reaches "
+        "0.81-0.98 on 3 seeds; its 2 failures (0.50, 0.51) and width 4's one (0.49) have "
+        "every ReLU unit dead, widths 2 and 8 reach 0.97-1.00. Tabular: a linear model "
+        "reaches 0.97-0.98; one through a 1-unit linear bottleneck (16-1-3, not the lab's "
+        "model) 0.56-0.69, a true capacity plateau: training loss 0.57-0.75, "
+        "train-validation gap -0.02-0.08, gradient norm at the end 0.86-2.2x its start, "
+        "update ratio 0.019-0.026, and `fl.diagnose` calls it healthy. The lab model's "
+        "accuracy follows its live ReLU units: one live unit 0.63-0.70 (hidden 1 on seed 1, "
+        "hidden 2 on seed 1, hidden 3 on seed 4), two 0.86-0.95, none 0.35-0.41 (hidden 1 "
+        "on 4/5 seeds, hidden 2 on 2/5)",
+        "under-capacity exists on the tabular task (one live unit caps accuracy at the "
+        "1-unit bottleneck's ceiling), but no width reproduces it: the width that leaves "
+        "one unit, 1, kills it on 4/5 seeds (dead_relu's mechanism), and the sequence task "
+        "needs only one unit. Where it shows, it is told from lr_too_small by its update "
+        "ratio (0.019-0.026 against 1.7e-5-2.8e-5) and from shuffled_labels by a training loss well "
+        "under ln 3 (0.57-0.83 against 1.09-1.10) with live units (shuffled_labels ends "
+        "0.81-0.94 dead)",
     ),
     (
         "extreme values make gradients explode now and then",
@@ -92,12 +107,35 @@ NOT_REPRODUCED = (  # (cause, what was tried and measured, why it is not a fault
     ),
     (
         "hand-written `log(softmax(x))`",
-        "reasoned, not run as a fault",
-        "in float32 `log(softmax(x))` differs from `log_softmax(x)` only once the true "
-        "class's probability underflows, i.e. its logit trails the largest by more than "
-        "about 87 (103 to reach exactly 0); the lab's tiny models keep logit spreads of a "
-        "few units (a 10x oversized init starts at std 12), so the instability cannot "
-        "show without a contrived setting",
+        "measured (`python benchmarks/uncatalogued.py --rows logsoftmax`, seeds 0-4, both "
+        "baselines and all 32 faults, each run with the loop's cross-entropy and with NLL "
+        "of `log(softmax)`): in float32 the hand-written form goes wrong only past a logit "
+        "gap of 88.7 (the true class trailing: its gradient overflows) or 104 (a "
+        "probability exactly 0: an inf loss, or a NaN gradient from `log`'s backward when "
+        "another class trails). Over training batches the largest logit minus the smallest "
+        "reaches 42-50 on the tabular baseline and 63-79 on the sequence one (minus the "
+        "true class's: 5-8), and at most 96 on a fault that trains (dropout_too_strong). On"
+        " both baselines and 23 faults the two forms' loss curves differ by rounding only "
+        "(at most 1.2e-5 on the baselines, 3e-4 on any), final validation accuracy "
+        "identical; on 4 faults whose runs amplify rounding (huge_lr, summed_loss, "
+        "fp16_no_scaling, bad_padding_mask) they drift apart without any batch passing 104 "
+        "(final accuracy within 0.014, summed_loss 0.14). Where a fault blows a batch's "
+        "logits past 104 the hand-written form is NaN the step after (no_zero_grad 5/5 "
+        "seeds, no_shuffle and accumulation_not_divided 2/5, huge_lr 1/5, where the loop's "
+        "loss stays finite; negated_loss at steps 9-13 instead of 66-79). CPU autocast "
+        "keeps softmax in float16 (float16 logits in, float16 probabilities out), so the "
+        "same loss written inside the float16 autocast region breaks at a gap of 17.3: the "
+        "float16 baseline (fp16_no_scaling) passes that spread at steps 46-60 and its loss "
+        "is NaN from steps 47-61, on 5/5 seeds",
+        "in float32 the lab's logits stay 25-54 short of the thresholds, so the hand-"
+        "written form changes nothing a healthy run shows and only hastens other faults' "
+        "blow-ups. In float16 it is a real mechanism (an underflowed probability's 0/0 in "
+        "the backward of `log`), reproducible 5/5, but it needs two changes to the float32 "
+        "baseline (dtype, and a loss written by hand inside autocast, which no recipe field"
+        " expresses: the loop computes its loss on `.float()` logits outside autocast), and"
+        " it depends on CPU autocast: CUDA's autocast policy lists softmax and log among "
+        "the ops it runs in float32 (documented, not measured here). A candidate fault, not"
+        " built",
     ),
     (
         "a loss-scaling setting that keeps skipping steps",
@@ -111,11 +149,26 @@ NOT_REPRODUCED = (  # (cause, what was tried and measured, why it is not a fault
     ),
     (
         "phenomenon D: an oversized layer, a batch too small for the machine",
-        "not built",
-        "both show only as absolute time per step or per sample, which depends on the "
-        "machine; the lab's timing signature (slow_data) reads a share within one step, "
-        "and an oversized layer raises forward and backward together, like any larger "
-        "model",
+        "measured (`python benchmarks/uncatalogued.py --rows slow`, seeds 0-4, the loop's "
+        "thread CPU time, Monitor preset full): the tabular task at batch 1, 4, 16, 64, 256"
+        " (rate 0.1 x B/64) costs 470, 528, 579, 678, 954 µs per step, so 470 against 10.6 "
+        "µs per sample at batch 1 and 64, while the segments' shares barely move (optimizer"
+        " step 0.27 at batch 1, 0.23 at 64, 0.18 at 256; data 0.10-0.15; backward over "
+        "forward 0.88, 0.75, 0.64). Hidden 1024 (rate 0.1 x 64/1024) costs 7.6 ms per step,"
+        " 11x, for the same accuracy (0.93-0.97 against 0.94-0.96); 4096 (seed 0 only) 142 "
+        "ms for 0.91. The wide layer moves time into backward (share 0.27 to 0.35-0.43) and"
+        " the step (0.23 to 0.34-0.40, but 0.21-0.24 under preset economy: the rise is the "
+        "Monitor copying weights and gradients), backward over forward to 1.23 and 2.56; "
+        "its largest layer holds 0.98-0.995 of the parameters against the baseline's 0.76",
+        "no ratio within one run separates them from healthy runs: at the lab's batch 64 "
+        "the machine already idles (a step costs only 1.4x more than at batch 1), so batch "
+        "1 keeps the baseline's shares (within 0.04) and differs only in time per sample; "
+        "backward over forward rises with width towards 2 as in any compute-bound model "
+        "(the sequence baseline: 1.43), and one layer (the GRU) holds 0.97 of a healthy zoo"
+        " model's parameters, so no share can sit 2x beyond the healthy edge. Both show "
+        "only as absolute time, which depends on the machine (the same runs measured "
+        "minutes apart: 602 and 678 µs per step at batch 64), and a layer is needless only "
+        "by the A/B with a smaller one",
     ),
 )
 
