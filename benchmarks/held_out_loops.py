@@ -9,8 +9,9 @@ Adamax, Nesterov SGD), schedules (OneCycle, linear warm-up then cosine, exponent
 architectures (a transformer encoder layer, an LSTM, Conv1d with GroupNorm, a deep
 BatchNorm MLP), losses (label smoothing, Huber, L1, multi-label BCE, NLL on
 log-softmax) and habits (clipping by value, two param groups, a frozen body, batches of 8
-and 256, 1000 steps, a validation loss, mixed precision with a GradScaler).  Each runs healthy and with every catalogue
-fault a plain `fl.Monitor` can see, planted the way users write it.
+and 256, 1000 steps, a validation loss, mixed precision with a GradScaler).  Each runs
+healthy and with every catalogue fault a plain `fl.Monitor` can see, planted the way
+users write it.
 
     python benchmarks/held_out_loops.py [--seeds 2-4] [--workers 2]
 

@@ -129,13 +129,12 @@ NOT_REPRODUCED = (  # (cause, what was tried and measured, why it is not a fault
         "is NaN from steps 47-61, on 5/5 seeds",
         "in float32 the lab's logits stay 25-54 short of the thresholds, so the hand-"
         "written form changes nothing a healthy run shows and only hastens other faults' "
-        "blow-ups. In float16 it is a real mechanism (an underflowed probability's 0/0 in "
-        "the backward of `log`), reproducible 5/5, but it needs two changes to the float32 "
-        "baseline (dtype, and a loss written by hand inside autocast, which no recipe field"
-        " expresses: the loop computes its loss on `.float()` logits outside autocast), and"
-        " it depends on CPU autocast: CUDA's autocast policy lists softmax and log among "
-        "the ops it runs in float32 (documented, not measured here). A candidate fault, not"
-        " built",
+        "blow-ups: not a fault in float32. In float16 it is a real mechanism (an "
+        "underflowed probability's 0/0 in the backward of `log`), reproducible 5/5, and "
+        "it is in the catalogue as `log_softmax_by_hand` (float16 and the formula written "
+        "inside autocast: two fields, both named in its text). It depends on CPU autocast, "
+        "where the lab runs: CUDA's autocast policy lists softmax and log among the ops it "
+        "runs in float32 (documented, not measured here)",
     ),
     (
         "a loss-scaling setting that keeps skipping steps",

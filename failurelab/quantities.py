@@ -204,6 +204,21 @@ def first_nonfinite(h):
     return float(h["step"].to_numpy()[bad.argmax()]) if bad.any() else math.inf
 
 
+def nonfinite_from_backward(h):
+    """1 when the run's first non-finite values were gradients of a finite loss: the
+    backward pass made them (0 x inf, or 0/0 in the derivative of log, sqrt or a division
+    at 0), not the data or the forward pass; 0 when the loss itself went first; NaN when
+    nothing went non-finite or the counts were not recorded (steps a GradScaler skipped,
+    on purpose, are not counted)."""
+    if "nonfinite" not in h or "loss" not in h:
+        return NAN
+    h = _stepped(h)
+    bad = h["nonfinite"].to_numpy(dtype=float) > 0
+    if not bad.any():
+        return NAN
+    return float(np.isfinite(float(h["loss"].iloc[bad.argmax()])))
+
+
 # --- gradients and updates ------------------------------------------------------------
 
 def grad_cosine_end(h):
@@ -669,7 +684,7 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
 
 
 # Quantities that are yes/no facts (1 or 0), quoted as words.
-BINARY = frozenset({"unhealthy_curve", "input_is_tokens"})
+BINARY = frozenset({"unhealthy_curve", "input_is_tokens", "nonfinite_from_backward"})
 
 # Quantities that read columns only the lab's own loop records (validation metrics,
 # batch labels, timing, attention on pads) unless a user passes them to `record`.
@@ -752,4 +767,4 @@ def first_layer_grad_share_start(h):
 QUANTITIES.update({f.__name__: f for f in (val_acc_early, step_size_change,
                                            step_size_change_early, lr_change_early,
                                            first_layer_grad_share_start,
-                                           clipped_grad_norm)})
+                                           clipped_grad_norm, nonfinite_from_backward)})

@@ -15,6 +15,7 @@ OPTIMIZERS = ("sgd", "adam")
 DTYPES = ("float32", "float16", "bfloat16")
 LABELS = ("aligned", "shuffled")
 OUTPUTS = ("logits", "softmax")
+LOG_SOFTMAX = ("fused", "by_hand")
 LOADERS = ("batched", "per_sample")
 ZERO_GRAD_AT = ("before_backward", "before_step")
 REDUCTIONS = ("mean", "sum")
@@ -68,6 +69,8 @@ class Recipe:
     unscale_before_clip: bool = True  # with a GradScaler: unscale_() the gradients first
     lr_decay_every: int = 0  # StepLR: multiply the rate by 0.1 every this many steps (0 = off)
     loss_reduction: str = "mean"  # "sum" adds the per-sample losses instead of averaging
+    log_softmax: str = "fused"  # "by_hand": NLL of log(softmax(logits)), written inside
+    #                             the autocast region (float16 there on the CPU)
     negate_loss: bool = False  # minimise -loss, i.e. climb the loss
 
     # --- numerics -------------------------------------------------------------------
@@ -236,6 +239,7 @@ def _problems(r: Recipe):
         _choice("dtype", r.dtype, DTYPES),
         _choice("labels", r.labels, LABELS),
         _choice("output", r.output, OUTPUTS),
+        _choice("log_softmax", r.log_softmax, LOG_SOFTMAX),
         _choice("loader", r.loader, LOADERS),
         _choice("zero_grad_at", r.zero_grad_at, ZERO_GRAD_AT),
         _choice("loss_reduction", r.loss_reduction, REDUCTIONS),

@@ -38,6 +38,15 @@ GRADIENTS_FLOW = C("zero_grad_median", False, 0.9, "median share of zero gradien
                    label_zh="零梯度比例的中位数",
                    why_zh="恰好为零的梯度分量低于 90% 时，单元并没有死；ReLU 网络因为单元在某个批次上关闭，会"
                           "有 20-40% 的零梯度")
+WENT_NONFINITE = C("nonfinite_losses", True, 0.5, "non-finite losses", "the loss did become NaN",
+                   log=False, role="effect",
+                   label_zh="非有限损失",
+                   why_zh="损失确实变成了 NaN")
+DATA_FINITE = C("input_nonfinite_total", False, 0.5, "non-finite input values",
+                "the data themselves are finite: the NaN was made inside the model",
+                log=False, role="guard",
+                label_zh="非有限输入值",
+                why_zh="数据本身是有限的：NaN 是在模型内部产生的")
 INPUTS_SCALED = C("input_scale_spread", False, 100, "input std spread",
                   "features within a factor of 100 of each other in spread: the cause "
                   "is not the inputs' scale", role="guard",

@@ -8,7 +8,17 @@ from ..fault import Chinese, Fault
 from ..recipes import Scale, Set
 from ..signatures import Condition as C
 from ..signatures import Signature
-from .conditions import FINITE, FLOAT16, LEARNS, NOT_SCALED, SCALED, UNHEALTHY
+from .conditions import (
+    CALM,
+    DATA_FINITE,
+    FINITE,
+    FLOAT16,
+    LEARNS,
+    NOT_SCALED,
+    SCALED,
+    UNHEALTHY,
+    WENT_NONFINITE,
+)
 
 FP16_NO_SCALING = Fault(
     name="fp16_no_scaling",
@@ -146,15 +156,8 @@ FP16_OVERFLOW = Fault(
           "float16's largest finite number: anything above becomes inf",
           label_zh="最大输入值",
           why_zh="float16 能表示的最大有限数：超过它的都会变成 inf"),
-        C("nonfinite_losses", True, 0.5, "non-finite losses", "the loss did become NaN",
-          log=False, role="effect",
-          label_zh="非有限损失",
-          why_zh="损失确实变成了 NaN"),
-        C("input_nonfinite_total", False, 0.5, "non-finite input values",
-          "the data themselves are finite: the NaN was made inside the model",
-          log=False, role="guard",
-          label_zh="非有限输入值",
-          why_zh="数据本身是有限的：NaN 是在模型内部产生的"),
+        WENT_NONFINITE,
+        DATA_FINITE,
         replace(FLOAT16, required=False),
     ), "finite inputs beyond float16's range turned into inf - standardise them or "
        "keep them in float32",
@@ -236,4 +239,84 @@ CLIP_BEFORE_UNSCALE = Fault(
                       verdict_zh="把阈值乘上缩放因子后运行就能训练：裁剪作用在放大后的梯度上"),
 )
 
-FAULTS = (FP16_NO_SCALING, FP16_OVERFLOW, CLIP_BEFORE_UNSCALE)
+LOG_SOFTMAX_BY_HAND = Fault(
+    name="log_softmax_by_hand",
+    title="Cross-entropy written by hand as log(softmax(x)) inside float16 autocast",
+    family="numerics", task="tabular", shape="nonfinite", phenomenon="C",
+    symptom="The loss falls like the float16 baseline's, then turns NaN from one step to "
+            "the next while it is small and calm (0.1-0.5, at steps 47-67 on seeds 0-9): "
+            "no rise, no spike, finite inputs well inside float16's range. The gradients "
+            "were NaN one step before the loss was.",
+    cause="The loss is nll_loss(torch.log(torch.softmax(logits))), written inside the "
+          "autocast region. On the CPU autocast keeps softmax in float16, so once a logit "
+          "trails its row's largest by about 17, that class's probability falls under "
+          "float16's smallest number (6e-8) and becomes exactly 0. Its log is -inf; the "
+          "loss only reads the target class, so it stays finite, but backward multiplies "
+          "log's derivative 1/0 = inf by that class's zero gradient: 0 x inf = NaN, and "
+          "the step writes NaN into every weight.",
+    experiment="Switch the autocast dtype to bfloat16 (float32's exponent range), changing "
+               "nothing else: the same hand-written loss trains without a NaN. The zero "
+               "probability came from float16's range, not from the model or the data.",
+    fix="Use F.cross_entropy on the logits (or F.log_softmax, then nll_loss): it "
+        "computes x - logsumexp(x) and never forms a zero probability. Under autocast, "
+        "compute losses on logits.float(), and in float16 add a GradScaler against "
+        "underflow (fp16_no_scaling). CUDA's autocast runs softmax and log in float32, "
+        "where the same formula holds until a gap of about 104.",
+    zh=Chinese(
+        title="在 float16 autocast 里把交叉熵手写成 log(softmax(x))",
+        symptom="损失像 float16 基线那样下降，然后在它又小又平稳的时候（0.1-0.5，种子 0-9 上在第 47-67 步）"
+                "从一步到下一步变成 NaN：没有上升，没有尖峰，输入是有限值，远在 float16 的范围之内。梯度比损失早一"
+                "步变成 NaN。",
+        cause="损失写成 nll_loss(torch.log(torch.softmax(logits)))，放在 autocast 区域里。在 CPU 上 "
+              "autocast 让 softmax 保持 float16，所以一旦某个 logit 比所在行的最大值低约 17，这个类别的概"
+              "率就会低于 float16 能表示的最小数（6e-8），变成恰好为 0。它的 log 是 -inf；损失只读取目标类"
+              "别，所以仍是有限值，但反向传播把 log 的导数 1/0 = inf 乘以这个类别为零的梯度：0 × inf = "
+              "NaN，这一步就把 NaN 写进了每个权重。",
+        experiment="只把 autocast 的 dtype 换成 bfloat16（有 float32 的指数范围），其余不变：同样的手写损"
+                   "失训练时不再出现 NaN。为零的概率来自 float16 的数值范围，而不是模型或数据。",
+        fix="对 logits 使用 F.cross_entropy（或先 F.log_softmax 再 nll_loss）：它计算 x - logsumexp(x)，"
+            "从不产生为零的概率。在 autocast 下，用 logits.float() 计算损失；使用 float16 时再加上 "
+            "GradScaler 以防下溢（fp16_no_scaling）。CUDA 的 autocast 在 float32 中运行 softmax 和 log，"
+            "在那里同样的公式要到差距约 104 时才出问题。",
+        why_several_fields="这个故障需要两者同时成立：float16 的数值范围（在 float32 中手写的公式训练得和"
+                           "基线一样），以及手写的公式（float16 配 F.cross_entropy 就是 fp16_no_scaling "
+                           "那次看起来健康的运行）。"),
+    why_several_fields="The failure needs both: float16's range (in float32 the hand-written "
+                       "formula trains like the baseline) and the formula written by hand "
+                       "(float16 with F.cross_entropy is fp16_no_scaling's healthy-looking "
+                       "run).",
+    edit=(Set("dtype", "float16"), Set("log_softmax", "by_hand")),
+    repair=(Set("log_softmax", "fused"), Set("loss_scaling", True)),
+    probe=(Set("dtype", "bfloat16"),),
+    signature=Signature((
+        C("nonfinite_from_backward", True, 0.5, "first non-finite values in the gradient "
+          "of a finite loss", "the run's first NaN/Inf values were gradients while that "
+          "step's loss was finite: the backward pass made them (0 x inf, or 0/0 in the "
+          "derivative of log, sqrt or a division at 0), not the data and not the forward "
+          "pass", log=False,
+          label_zh="首批非有限值出现在有限损失的梯度里",
+          why_zh="运行中首批 NaN/Inf 值是梯度，而那一步的损失仍是有限的：它们由反向传播产生（0 × inf，或 "
+                 "log、sqrt、除法在 0 处导数里的 0/0），不是数据，也不是前向传播"),
+        FLOAT16,
+        C("input_absmax", False, 65504, "largest input value",
+          "every input fits float16 (at most 65504): the data did not overflow on the "
+          "way in (fp16_overflow)", role="guard",
+          label_zh="最大输入值",
+          why_zh="每个输入都在 float16 的范围内（不超过 65504）：数据进入模型时没有溢出（fp16_overflow）"),
+        DATA_FINITE,
+        CALM,
+        WENT_NONFINITE,
+    ), "a finite loss had NaN gradients in float16 - is a probability taken to log (or "
+       "sqrt, or a divisor) by hand? use log_softmax / cross_entropy, in float32",
+       verdict_zh="有限的损失在 float16 下得到 NaN 梯度：是不是手写地对概率取 log（或 sqrt、做除数）？改用 "
+                  "log_softmax / cross_entropy，并在 float32 中计算"),
+    outcome=Signature((
+        C("nonfinite_losses", False, 0.5, "non-finite losses",
+          "bfloat16 keeps every probability above 0", log=False,
+          label_zh="非有限损失",
+          why_zh="bfloat16 让每个概率都保持在 0 以上"),
+    ), "with float32's exponent range there is no NaN: a probability underflowed",
+       verdict_zh="有了 float32 的指数范围就没有 NaN：是某个概率下溢了"),
+)
+
+FAULTS = (FP16_NO_SCALING, FP16_OVERFLOW, CLIP_BEFORE_UNSCALE, LOG_SOFTMAX_BY_HAND)
