@@ -19,7 +19,9 @@ History: written with seeds 0-1, which were looked at and changed six signatures
 commit "Diagnosis: six readings a plain Monitor loop needs ..."); seeds 2 and above
 were first measured after those changes.  The mixed-precision plants (`amp_clip`, a
 healthy control, and `amp_clip_before_unscale`) were added after the fault
-clip_before_unscale had its signature, and first measured on every seed at once.
+clip_before_unscale had its signature, and first measured on every seed at once;
+`log_softmax_fp16` (the cross-entropy written as log(softmax) inside float16 autocast)
+likewise after log_softmax_by_hand had its signature.
 """
 
 from __future__ import annotations
@@ -48,9 +50,10 @@ class Planted:
     nan_rows: bool = False  # NaN in one feature of 2% of the training rows
     softmax: bool = False  # nn.Softmax at the end of a model trained with cross-entropy
     init: float = 1.0  # factor on every weight matrix at initialisation
-    loss: str = "mean"  # mean | sum | negated
+    loss: str = "mean"  # mean | sum | negated | log_of_softmax (NLL of log(softmax), by hand)
     amp: str = ""  # "": float32 | "unscaled": float16 autocast, a GradScaler, the gradient
-    #                norm clipped to 1 after unscale_() | "scaled": clipped before it
+    #                norm clipped to 1 after unscale_() | "scaled": clipped before it |
+    #                "autocast": float16 autocast alone
 
 
 # planted name -> (what it changes, the catalogue fault fl.diagnose should name)
@@ -71,6 +74,7 @@ PLANTS = {
     "negated_loss": (Planted(loss="negated"), "negated_loss"),
     "amp_clip": (Planted(amp="unscaled"), None),  # mixed precision done right: healthy
     "amp_clip_before_unscale": (Planted(amp="scaled"), "clip_before_unscale"),
+    "log_softmax_fp16": (Planted(amp="autocast", loss="log_of_softmax"), "log_softmax_by_hand"),
 }
 
 
@@ -258,7 +262,10 @@ SGD_LOOPS = ("sgd_plain", "nesterov", "one_cycle", "exponential", "batch_8", "lo
              "deep_batchnorm", "l1_sgd")
 NEEDS = {"softmax_into_ce": lambda loop, target: target == "classes" and loop != "nll_log_softmax",
          "amp_clip": lambda loop, target: loop in SGD_LOOPS,
-         "amp_clip_before_unscale": lambda loop, target: loop in SGD_LOOPS}
+         "amp_clip_before_unscale": lambda loop, target: loop in SGD_LOOPS,
+         # the hand-written formula replaces a plain cross-entropy; CPU float16 has no LSTM
+         "log_softmax_fp16": lambda loop, target: target == "classes" and loop not in (
+             "nll_log_softmax", "label_smoothing", "lstm")}
 
 
 def _planted(loop: Loop, p: Planted, train, val, g: torch.Generator):
@@ -300,7 +307,7 @@ def run(name: str, plant: str, seed: int):
     (X, y), model, opt = train, loop.model, loop.optimizer
     order_g = torch.Generator().manual_seed(seed + 1)
     per_epoch = len(X) // loop.batch
-    scaler = torch.amp.GradScaler("cpu") if p.amp else None
+    scaler = torch.amp.GradScaler("cpu") if p.amp in ("scaled", "unscaled") else None
     with fl.Monitor(model, opt) as mon:
         for step in range(loop.steps):
             if step % per_epoch == 0:
@@ -311,7 +318,10 @@ def run(name: str, plant: str, seed: int):
                 opt.zero_grad()
             with torch.autocast("cpu", dtype=torch.float16, enabled=bool(p.amp)):
                 out = model(X[rows])
-            loss = loop.loss_fn(out.float(), y[rows])
+                if p.loss == "log_of_softmax":  # inside autocast, as AMP guides place losses
+                    loss = nn.functional.nll_loss(torch.log(torch.softmax(out, 1)), y[rows])
+            if p.loss != "log_of_softmax":
+                loss = loop.loss_fn(out.float(), y[rows])
             (loss if scaler is None else scaler.scale(loss)).backward()
             if p.zero_grad == "after_backward":  # the bug: gradients gone before the step
                 opt.zero_grad(set_to_none=loop.clip_value is None)
@@ -319,7 +329,7 @@ def run(name: str, plant: str, seed: int):
                 nn.utils.clip_grad_value_(model.parameters(), loop.clip_value)
             if p.amp == "unscaled":
                 scaler.unscale_(opt)
-            if p.amp:  # "scaled", the bug: the clip sees the gradients times the scale
+            if scaler is not None:  # "scaled", the bug: the clip sees the scaled gradients
                 nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             if scaler is None:
                 opt.step()
