@@ -67,7 +67,10 @@ class SampleBuffers:
     """Economy preset: separate copies for each observed step and the one before it.
 
     Row i holds, interleaved: the step's gradient, the previous step's, the weights
-    before and after the step, and a scratch row (see `ChainBuffers`)."""
+    before and after the step, and a scratch row (see `ChainBuffers`).  The previous
+    step's gradient is first kept in a row of its own: that step may fall in the chunk
+    before (a chunk may end between the two steps), so it is only moved into place
+    when its observed step is recorded."""
 
     def __init__(self, params: list[torch.Tensor], chunk: int):
         n = sum(p.numel() for p in params)
@@ -76,6 +79,8 @@ class SampleBuffers:
         self.rows = torch.zeros(chunk, 5, n, device=device)  # zeros: finite scratch
         self.bufs = self.rows.unbind(1)[:4]  # grads, previous grads, weights before, after
         self.views = [[None] * chunk for _ in self.bufs]  # made when first used
+        self.previous = torch.zeros(n, device=device)  # g_{t-1}, until step t is recorded
+        self.previous_views = probes.shaped_views(self.previous, params)
         self.have_prev = False
 
     def _views(self, kind: int, slot: int) -> list[torch.Tensor]:
@@ -91,8 +96,8 @@ class SampleBuffers:
             _copy(self._views(2, slot), self.params)
         _copy(self._views(0, slot), grads)
 
-    def keep_previous(self, slot: int, grads: list[torch.Tensor]) -> None:
-        _copy(self._views(1, slot), grads)
+    def keep_previous(self, grads: list[torch.Tensor]) -> None:
+        _copy(self.previous_views, grads)
         self.have_prev = True
 
     def at_record(self, slot: int, stepped: bool, grads) -> None:
@@ -101,8 +106,7 @@ class SampleBuffers:
         if not stepped:
             _copy(self._views(0, slot), grads())
             self.bufs[2][slot] = self.bufs[3][slot]
-        if not self.have_prev:
-            self.bufs[1][slot] = _NAN  # no previous step to compare with
+        self.bufs[1][slot] = self.previous if self.have_prev else _NAN  # NaN: none to compare
         self.have_prev = False
 
     def columns(self, k: int, close: bool, sizes, per_layer: bool) -> torch.Tensor:

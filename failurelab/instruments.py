@@ -87,20 +87,20 @@ class Parameters(Instrument):
 
     def before_step(self, observed: bool, phase_last: bool, first: bool) -> None:
         if observed:
-            self._copy(self.buffers.before_step, first)
+            self._copy(self.buffers.before_step, self.filled, first, slot=self.filled)
         elif phase_last:  # economy: keep g_{t-1} for step t's cosine
             self._copy(self.buffers.keep_previous)
 
-    def _copy(self, into, *args) -> None:
-        """`into(slot, *args, grads)`."""
+    def _copy(self, into, *args, slot: int | None = None) -> None:
+        """`into(*args, grads)`; a sparse gradient's absent entries count for `slot`."""
         try:
-            into(self.filled, *args, self.grads(self.filled))
+            into(*args, self.grads(slot))
         except RuntimeError:  # a sparse gradient (nn.Embedding(sparse=True)): densify
             if self.sparse or not any(p.grad is not None and p.grad.is_sparse
                                       for p in self.params):
                 raise
             self.sparse = True
-            into(self.filled, *args, self.grads(self.filled))
+            into(*args, self.grads(slot))
 
     def take(self, observed: bool, stepped: bool):
         """At `record`: this step's buffer slot, or None when economy skips it."""
