@@ -193,8 +193,11 @@ class Monitor:
         `eval_input_shift` only."""
         self._guarded(self._inputs, (args, kwargs))
         if self._eval_inputs not in self._off:
+            # a training pass: the inputs instrument has just copied the batch
+            copy = (self._inputs.current if torch.is_grad_enabled()
+                    and self._inputs not in self._off else None)
             try:
-                self._eval_inputs.see(module, (args, kwargs))
+                self._eval_inputs.see(module, (args, kwargs), copy)
             except Exception as exc:  # noqa: BLE001 - containment is the point
                 self._stop(self._eval_inputs, exc)
 
