@@ -182,8 +182,16 @@ def sums(T: torch.Tensor) -> torch.Tensor:
 def feature_sums(X: torch.Tensor) -> torch.Tensor:
     """(..., n, F) samples of F features → (..., 3, F): per-feature sum, sum of squares
     and count of the finite entries, in float64 (running sums over a whole run stay
-    exact enough to subtract).  NaN/Inf entries are left out, as std_ratio does."""
+    exact enough to subtract).  NaN/Inf entries are left out, as std_ratio does.
+
+    Usually every entry is finite, which the plain sums show (a NaN/Inf entry makes its
+    feature's sum NaN/Inf): then the mask, the masked copy and the count, three passes
+    over a float64 copy of the inputs, are not needed."""
     flat = X.double()
+    total = flat.sum(-2)
+    if bool(total.isfinite().all()):
+        count = torch.full_like(total, X.shape[-2])
+        return torch.stack((total, flat.square().sum(-2), count), dim=-2)
     finite = flat.isfinite()
     flat = torch.where(finite, flat, 0.0)
     return torch.stack((flat.sum(-2), flat.square().sum(-2), finite.double().sum(-2)), dim=-2)
