@@ -124,13 +124,19 @@ def input_quantities(X: torch.Tensor) -> torch.Tensor:
         absmax = flat.abs().amax((1, 2)).to(F32)
         return torch.stack([absmax, absmax * float("nan"), absmax * float("nan")], dim=1)
     flat = flat.to(F32)
-    least, most = torch.aminmax(flat.reshape(k, -1), dim=1)  # |x|'s max without a copy
+    least, most = _min_max(flat.reshape(k, -1))  # |x|'s max without a copy
     # means over the batch as BLAS products: a reduction over dimension 1 is several
     # times slower on CPU
     share = flat.new_full((flat.shape[1],), 1 / flat.shape[1])
     centred = flat - torch.matmul(share, flat).unsqueeze(1)
-    low, high = torch.aminmax(torch.matmul(share, centred.square_()), dim=1)
+    low, high = _min_max(torch.matmul(share, centred.square_()))
     return torch.stack([torch.maximum(-least, most), low, high], dim=1)
+
+
+def _min_max(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(k, m) → each row's smallest and largest entry.  Two reductions: on CPU
+    `torch.aminmax(dim=1)` is not vectorised, and 5-7 times slower than both."""
+    return rows.amin(1), rows.amax(1)
 
 
 def activation_quantities(kind: str, Y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
