@@ -192,15 +192,18 @@ def feature_sums(X: torch.Tensor) -> torch.Tensor:
 
     Usually every entry is finite, which the plain sums show (a NaN/Inf entry makes its
     feature's sum NaN/Inf): then the mask, the masked copy and the count, three passes
-    over a float64 copy of the inputs, are not needed."""
-    flat = X.double()
+    over a float64 copy of the inputs, are not needed.  The squares overwrite that copy
+    (always a copy of our own): a fresh tensor of its size costs more to allocate than
+    to fill."""
+    flat = X.to(torch.float64, copy=True)
     total = flat.sum(-2)
     if bool(total.isfinite().all()):
         count = torch.full_like(total, X.shape[-2])
-        return torch.stack((total, flat.square().sum(-2), count), dim=-2)
+        return torch.stack((total, flat.square_().sum(-2), count), dim=-2)
     finite = flat.isfinite()
     flat = torch.where(finite, flat, 0.0)
-    return torch.stack((flat.sum(-2), flat.square().sum(-2), finite.double().sum(-2)), dim=-2)
+    total = flat.sum(-2)
+    return torch.stack((total, flat.square_().sum(-2), finite.double().sum(-2)), dim=-2)
 
 
 def zeros_and_floor(T: torch.Tensor) -> torch.Tensor:
