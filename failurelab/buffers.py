@@ -67,49 +67,50 @@ class SampleBuffers:
     """Economy preset: separate copies for each observed step and the one before it.
 
     Row i holds, interleaved: the step's gradient, the previous step's, the weights
-    before and after the step, and a scratch row (see `ChainBuffers`)."""
+    before and after the step, and a scratch row (see `ChainBuffers`).  A step's copies
+    are first made into one staging block, whose shaped views are made once, and moved
+    into the step's row in one call when it is recorded: only one step in ten is
+    observed, so one more copy costs less than views for every row.  The previous
+    step's gradient also waits there: it may belong to the chunk before."""
 
     def __init__(self, params: list[torch.Tensor], chunk: int):
         n = sum(p.numel() for p in params)
         self.params = params
         self.device = device = _device(params)
         self.rows = torch.zeros(chunk, 5, n, device=device)  # zeros: finite scratch
-        self.bufs = self.rows.unbind(1)[:4]  # grads, previous grads, weights before, after
-        self.views = [[None] * chunk for _ in self.bufs]  # made when first used
+        self.staging = torch.zeros(4, n, device=device)  # grads, previous, before, after
+        self.grads, self.previous, self.before, self.after = (
+            probes.shaped_views(row, params) for row in self.staging)
+        self.before_and_grads = self.before + self.grads  # a step's copies, in one call
         self.have_prev = False
-
-    def _views(self, kind: int, slot: int) -> list[torch.Tensor]:
-        """The shaped views of one row (most rows of an economy chunk are never used)."""
-        views = self.views[kind][slot]
-        if views is None:
-            views = self.views[kind][slot] = probes.shaped_views(self.bufs[kind][slot],
-                                                                 self.params)
-        return views
 
     def before_step(self, slot: int, first: bool, grads: list[torch.Tensor]) -> None:
         if first:
-            _copy(self._views(2, slot), self.params)
-        _copy(self._views(0, slot), grads)
+            _copy(self.before_and_grads, [*self.params, *grads])
+        else:
+            _copy(self.grads, grads)
 
-    def keep_previous(self, slot: int, grads: list[torch.Tensor]) -> None:
-        _copy(self._views(1, slot), grads)
+    def keep_previous(self, grads: list[torch.Tensor]) -> None:
+        _copy(self.previous, grads)
         self.have_prev = True
 
     def at_record(self, slot: int, stepped: bool, grads) -> None:
         """`grads()` gives the current gradients; asked for only when no step ran."""
-        _copy(self._views(3, slot), self.params)
+        staging = self.staging
+        _copy(self.after, self.params)
         if not stepped:
-            _copy(self._views(0, slot), grads())
-            self.bufs[2][slot] = self.bufs[3][slot]
+            _copy(self.grads, grads())
+            staging[2] = staging[3]
         if not self.have_prev:
-            self.bufs[1][slot] = _NAN  # no previous step to compare with
+            staging[1] = _NAN  # no previous step to compare with
         self.have_prev = False
+        self.rows[slot, :4] = staging
 
     def columns(self, k: int, close: bool, sizes, per_layer: bool) -> torch.Tensor:
         return probes.sampled_columns(self.rows[:k], sizes, per_layer)
 
     def step_grads(self, slot: int) -> torch.Tensor:
-        return self.bufs[0][slot]
+        return self.rows[slot, 0]
 
     def carry(self, k: int, moving: int | None) -> None:
         if moving is not None:

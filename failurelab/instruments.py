@@ -87,20 +87,20 @@ class Parameters(Instrument):
 
     def before_step(self, observed: bool, phase_last: bool, first: bool) -> None:
         if observed:
-            self._copy(self.buffers.before_step, first)
+            self._copy(self.buffers.before_step, self.filled, first, slot=self.filled)
         elif phase_last:  # economy: keep g_{t-1} for step t's cosine
             self._copy(self.buffers.keep_previous)
 
-    def _copy(self, into, *args) -> None:
-        """`into(slot, *args, grads)`."""
+    def _copy(self, into, *args, slot: int | None = None) -> None:
+        """`into(*args, grads)`; a sparse gradient's absent entries count for `slot`."""
         try:
-            into(self.filled, *args, self.grads(self.filled))
+            into(*args, self.grads(slot))
         except RuntimeError:  # a sparse gradient (nn.Embedding(sparse=True)): densify
             if self.sparse or not any(p.grad is not None and p.grad.is_sparse
                                       for p in self.params):
                 raise
             self.sparse = True
-            into(self.filled, *args, self.grads(self.filled))
+            into(*args, self.grads(slot))
 
     def take(self, observed: bool, stepped: bool):
         """At `record`: this step's buffer slot, or None when economy skips it."""
@@ -156,25 +156,28 @@ class Inputs(Instrument):
 
     name = "inputs"
     columns = ("input_absmax", "input_std_ratio", "input_nonfinite", "batch_size")
-    current: torch.Tensor | None = None  # the latest forward's input
+    current: torch.Tensor | None = None  # a copy of the latest forward's input
 
     def __init__(self):
         self.earlier: list[torch.Tensor] = []  # this step's previous micro-batches, copied
 
     def see(self, seen) -> None:
+        """Copy the input as the forward sees it (a loop may refill one input buffer in
+        place every step); the evaluation-input instrument reuses the copy."""
         x = model_input(*seen)
-        if self.current is not None and x is not None:
-            if _stacks(self.current, x):  # a micro-batch of the same step: keep it too
-                self.earlier.append(self.current.detach().clone())
-            else:
-                self.earlier = []  # not one batch split in parts: the latest stands alone
+        if x is not None:
+            x = x.detach().clone()
+            if self.current is not None:
+                if _stacks(self.current, x):  # a micro-batch of the same step: keep it too
+                    self.earlier.append(self.current)
+                else:
+                    self.earlier = []  # not one batch split in parts: the latest stands alone
         self.current = x
 
     def take(self, unbatched: bool):
         x, earlier, self.current, self.earlier = self.current, self.earlier, None, []
         if x is None:
             return None
-        x = x.detach().clone()  # a loop may refill one input buffer in place every step
         if unbatched:
             return x.unsqueeze(0)
         return torch.cat([*earlier, x]) if earlier else x

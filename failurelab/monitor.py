@@ -20,7 +20,8 @@ one column compares exactly those evaluation inputs with the training inputs
 (`eval_input_shift`, see `shift`).
 
 Each column group is an `instruments.Instrument`.  `record` only keeps cheap copies;
-the statistics of up to `CHUNK_STEPS` steps are computed together.  Nothing the
+the statistics of up to `CHUNK_STEPS` observed steps are computed together (economy
+observes one step in ten, so its chunks span ten times as many records).  Nothing the
 monitor does may break the loop it watches: an instrument that fails is switched off
 with one warning (`Monitor.stopped` says which, when and why) and the others go on.
 """
@@ -192,8 +193,11 @@ class Monitor:
         `eval_input_shift` only."""
         self._guarded(self._inputs, (args, kwargs))
         if self._eval_inputs not in self._off:
+            # a training pass: the inputs instrument has just copied the batch
+            copy = (self._inputs.current if torch.is_grad_enabled()
+                    and self._inputs not in self._off else None)
             try:
-                self._eval_inputs.see(module, (args, kwargs))
+                self._eval_inputs.see(module, (args, kwargs), copy)
             except Exception as exc:  # noqa: BLE001 - containment is the point
                 self._stop(self._eval_inputs, exc)
 
@@ -279,7 +283,7 @@ class Monitor:
                                                             CHUNK_STEPS, CHUNK_BYTES))
         self._pending.append(step)
         self._count += 1
-        if len(self._pending) >= self._chunk:
+        if len(self._pending) >= self._chunk * self._interval:
             self._flush()
 
     def _take(self, stepped: bool) -> tuple[dict, tuple]:
@@ -337,8 +341,8 @@ class Monitor:
 
     def _lowp_share(self) -> float:
         """Share of trainable parameter entries stored in float16/bfloat16, refreshed
-        once per chunk (`model.half()` may come after the monitor was attached)."""
-        if not self._pending:
+        every `_chunk` records (`model.half()` may come after the monitor was attached)."""
+        if not len(self._pending) % self._chunk:
             low = sum(p.numel() for p in self._params if p.dtype in _LOWP)
             self._lowp = low / _numel(self._params)
         return self._lowp

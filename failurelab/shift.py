@@ -58,7 +58,8 @@ class EvalInputs(Instrument):
         self.eval = None  # the same over evaluation inputs since the last record
         self.sample_shape = None  # the training samples' shape; others are not compared
 
-    def see(self, module: torch.nn.Module, seen) -> None:
+    def see(self, module: torch.nn.Module, seen, copy: torch.Tensor | None = None) -> None:
+        """`copy`: the input already copied by the inputs instrument, if it was."""
         x = model_input(*seen)
         if x is None or x.numel() == 0:
             return
@@ -66,7 +67,8 @@ class EvalInputs(Instrument):
         if torch.is_grad_enabled() and module.training:
             if shape != self.sample_shape:  # a new kind of input starts afresh
                 self.sample_shape, self.batches, self.train, self.eval = shape, [], None, None
-            self.batches.append(x.detach().clone())  # a loop may refill its buffer in place
+            # a copy: a loop may refill its input buffer in place
+            self.batches.append(copy if copy is not None else x.detach().clone())
             if len(self.batches) >= self.KEEP:
                 self._reduce()
         elif shape == self.sample_shape:

@@ -74,15 +74,19 @@ def _batches(n, sizes=None, seed=0):
             for b in sizes]
 
 
-def _monitored_rows(model, batches, lr, preset="full"):
+def _monitored_rows(model, batches, lr, preset="full", read_after=()):
+    """The history of a plain SGD loop; `read_after`: steps after which the loop reads
+    `mon.history` (each read computes the pending chunk early)."""
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     with fl.Monitor(model, opt, preset=preset) as mon:
-        for x, y in batches:
+        for step, (x, y) in enumerate(batches):
             opt.zero_grad()
             loss = ((model(x) - y) ** 2).mean()
             loss.backward()
             opt.step()
             mon.record(loss)
+            if step in read_after:
+                mon.history  # noqa: B018
         return mon.history
 
 
@@ -217,6 +221,18 @@ def test_economy_preset_measures_every_tenth_step_and_agrees_with_full():
         got = economy.loc[observed, column].iloc[1:].to_numpy()
         want = full.loc[observed, column].iloc[1:].to_numpy()
         assert got == pytest.approx(want, rel=1e-5), column
+
+
+def test_economy_cosine_compares_with_the_previous_step_across_a_chunk_end():
+    """Economy keeps step 19's gradient for step 20's cosine; a chunk computed in
+    between (here: the history read after step 19) must not lose it."""
+    torch.manual_seed(5)
+    batches = _batches(25)
+    model, twin = TwoLayer(), TwoLayer()
+    twin.load_state_dict(model.state_dict())
+    full = _monitored_rows(model, batches, lr=0.5)
+    economy = _monitored_rows(twin, batches, lr=0.5, preset="economy", read_after=(19,))
+    assert economy["grad_cosine"][20] == pytest.approx(full["grad_cosine"][20], rel=1e-5)
 
 
 def test_record_takes_floats_and_extra_columns_and_rejects_nonsense():
