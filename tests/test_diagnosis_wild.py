@@ -3,6 +3,8 @@ users write them, failures outside the catalogue, and histories without the newe
 Monitor columns.  A few sampled cases each; the whole population is the benchmark's
 (benchmarks/diagnosis.py --zoo)."""
 
+import math
+
 import foreign_loops
 import pytest
 from runs_cache import cached_run
@@ -163,3 +165,33 @@ def test_a_stall_in_a_model_with_a_frozen_body_is_not_blamed_on_the_labels():
     assert measure(history, ["frozen_share"])["frozen_share"] > 0.5
     assert fl.diagnose(history).top != "shuffled_labels"
     assert measure(zoo.run(zoo.Case("binary", "sgd", seed=5)), ["frozen_share"])["frozen_share"] == 0
+
+
+def test_where_the_first_nan_was_born_forward_or_backward():
+    """nonfinite_from_backward reads the first row with non-finite values: a finite loss
+    there means the backward pass made them; a step a GradScaler skipped does not count."""
+    import pandas as pd
+
+    from failurelab.quantities import nonfinite_from_backward
+
+    nan = float("nan")
+    backward = pd.DataFrame({"step": [0, 1, 2], "loss": [1.1, 0.9, nan],
+                             "nonfinite": [0, 40, 80]})
+    forward = pd.DataFrame({"step": [0, 1, 2], "loss": [1.1, nan, nan],
+                            "nonfinite": [0, 41, 80]})
+    skipped = backward.assign(step_skipped=[1, 0, 0], nonfinite=[40, 0, 0],
+                              loss=[1.1, 0.9, 0.8])
+    assert nonfinite_from_backward(backward) == 1
+    assert nonfinite_from_backward(forward) == 0
+    assert math.isnan(nonfinite_from_backward(skipped))  # a skip is not a fault's NaN
+
+
+def test_a_pinned_gradient_norm_is_read_only_where_it_repeats():
+    import pandas as pd
+
+    from failurelab.quantities import clipped_grad_norm
+
+    pinned = pd.DataFrame({"grad_norm": [2 ** -16] * 20})
+    varying = pd.DataFrame({"grad_norm": [0.5 + 0.01 * i for i in range(20)]})
+    assert clipped_grad_norm(pinned) == 2 ** -16
+    assert math.isnan(clipped_grad_norm(varying))
