@@ -297,6 +297,7 @@ def clipped_grad_norm(h):
     if "grad_norm" not in h:
         return NAN
     g = _finite(_stepped(h)["grad_norm"])
+    g = g[g > 0]  # a clip leaves a positive norm; gradients that are all 0 have no scale
     if len(g) < MIN_WINDOW:
         return NAN
     previous = g.shift(1).iloc[1:]
@@ -558,6 +559,17 @@ def float16_share(h):
     return share if lowp != lowp else max(share, lowp)
 
 
+def backward_skip_share(h):
+    """Share of the recorded steps a GradScaler skipped while their loss was finite: the
+    backward pass alone put inf/NaN in the scaled gradients (NaN when skips were not
+    recorded).  A healthy scaler skips a few while it finds its scale, then about one step
+    per growth interval (2000 steps by default)."""
+    if "step_skipped" not in h or "loss" not in h or h["step_skipped"].isna().all():
+        return NAN
+    skipped = h["step_skipped"].fillna(0).to_numpy() == 1
+    return float(np.mean(skipped & np.isfinite(h["loss"].to_numpy(dtype=float))))
+
+
 def loss_scaled_share(h):
     """Share of the steps taken by an enabled GradScaler (skipped steps not counted):
     1 for mixed precision with loss scaling, 0 without; NaN when not recorded."""
@@ -767,4 +779,5 @@ def first_layer_grad_share_start(h):
 QUANTITIES.update({f.__name__: f for f in (val_acc_early, step_size_change,
                                            step_size_change_early, lr_change_early,
                                            first_layer_grad_share_start,
-                                           clipped_grad_norm, nonfinite_from_backward)})
+                                           clipped_grad_norm, nonfinite_from_backward,
+                                           backward_skip_share)})

@@ -239,6 +239,13 @@ CLIP_BEFORE_UNSCALE = Fault(
                       verdict_zh="把阈值乘上缩放因子后运行就能训练：裁剪作用在放大后的梯度上"),
 )
 
+FLOAT16_INPUTS = C("input_absmax", False, 65504, "largest input value",
+                   "every input fits float16 (at most 65504): the data did not overflow on "
+                   "the way in (fp16_overflow)", role="guard",
+                   label_zh="最大输入值",
+                   why_zh="每个输入都在 float16 的范围内（不超过 65504）：数据进入模型时没有溢出"
+                          "（fp16_overflow）")
+
 LOG_SOFTMAX_BY_HAND = Fault(
     name="log_softmax_by_hand",
     title="Cross-entropy written by hand as log(softmax(x)) inside float16 autocast",
@@ -286,6 +293,28 @@ LOG_SOFTMAX_BY_HAND = Fault(
                        "(float16 with F.cross_entropy is fp16_no_scaling's healthy-looking "
                        "run).",
     edit=(Set("dtype", "float16"), Set("log_softmax", "by_hand")),
+    # with a GradScaler the NaN steps are skipped instead: the scale halves at each, and
+    # the zero probability does not care, so most steps are skipped (seeds 0-4: 69-76%)
+    also=(Signature((
+        C("backward_skip_share", True, 0.5, "share of steps skipped with a finite loss",
+          "the scaler skipped most steps while their loss was finite: the backward pass put "
+          "inf/NaN in the gradients at every scale it tried, which no loss scale cures (a "
+          "log or a division at 0). A healthy scaler skips a few steps while it finds its "
+          "scale, then one per growth interval. Named as a risk even where the curve still "
+          "looks healthy: most of the steps are thrown away", log=False, unit=0.1,
+          label_zh="损失有限却被跳过的步数比例",
+          why_zh="缩放器在损失有限的情况下跳过了大多数步：在它尝试的每个缩放因子下，反向传播都在梯度里产生 "
+                 "inf/NaN，这不是损失缩放能治的（在 0 处取 log 或做除法）。健康的缩放器只在寻找缩放因子时跳"
+                 "过几步，之后每个增长间隔跳过一步。即使曲线看起来仍然健康也作为风险指出：大多数步都被丢掉了"),
+        FLOAT16,
+        FLOAT16_INPUTS,
+        DATA_FINITE,
+    ), "the GradScaler skips most steps though the loss is finite: the gradients are NaN "
+       "at any scale - is a probability taken to log by hand? use log_softmax / "
+       "cross_entropy, in float32",
+       verdict_zh="损失是有限的，GradScaler 却跳过了大多数步：不论缩放多少，梯度都是 NaN；是不是手写地对"
+                  "概率取 log？改用 log_softmax / cross_entropy，并在 float32 中计算",
+       latent=True),),
     repair=(Set("log_softmax", "fused"), Set("loss_scaling", True)),
     probe=(Set("dtype", "bfloat16"),),
     signature=Signature((
@@ -298,11 +327,7 @@ LOG_SOFTMAX_BY_HAND = Fault(
           why_zh="运行中首批 NaN/Inf 值是梯度，而那一步的损失仍是有限的：它们由反向传播产生（0 × inf，或 "
                  "log、sqrt、除法在 0 处导数里的 0/0），不是数据，也不是前向传播"),
         FLOAT16,
-        C("input_absmax", False, 65504, "largest input value",
-          "every input fits float16 (at most 65504): the data did not overflow on the "
-          "way in (fp16_overflow)", role="guard",
-          label_zh="最大输入值",
-          why_zh="每个输入都在 float16 的范围内（不超过 65504）：数据进入模型时没有溢出（fp16_overflow）"),
+        FLOAT16_INPUTS,
         DATA_FINITE,
         CALM,
         WENT_NONFINITE,
