@@ -67,6 +67,14 @@ NO_ZERO_GRAD = Fault(
           log=False, unit=0.05, required=False, role="guard",
           label_zh="批次中主类别比例的中位数",
           why_zh="除非每个批次只有一个类别：未打乱的数据也会让相邻梯度平行（只在有标签列时检查）"),
+        C("grad_carried_share", True, 0.5, "share of steps whose gradient was never emptied",
+          "where the Monitor saw .grad at each backward pass, most steps found it never "
+          "emptied: a loop that empties it every step reads 0, and parallel gradients then "
+          "have another cause (a model whose input no longer varies, such as one that "
+          "attends only to padding)", log=False, unit=0.1, required=False, role="guard",
+          label_zh="梯度从未被清空的步数比例",
+          why_zh="在 Monitor 能看到每次反向传播时 .grad 的地方，大多数步都发现它从未被清空：每一步都清空它"
+                 "的循环读数为 0，这时平行的梯度另有原因（模型的输入不再变化，比如只关注填充的模型）"),
     ), "the gradients are accumulating - is zero_grad() called every step?",
        verdict_zh="梯度在不断累加：每一步都调用了 zero_grad() 吗？"),
     # The accumulation itself, seen where it happens: under clipping, or with Adam's
