@@ -192,14 +192,10 @@ class Monitor:
         know whether it is one unbatched sample.  Evaluation inputs too, for
         `eval_input_shift` only."""
         self._guarded(self._inputs, (args, kwargs))
-        if self._eval_inputs not in self._off:
-            # a training pass: the inputs instrument has just copied the batch
-            copy = (self._inputs.current if torch.is_grad_enabled()
-                    and self._inputs not in self._off else None)
-            try:
-                self._eval_inputs.see(module, (args, kwargs), copy)
-            except Exception as exc:  # noqa: BLE001 - containment is the point
-                self._stop(self._eval_inputs, exc)
+        # a training pass: the inputs instrument has just copied the batch
+        copied = torch.is_grad_enabled() and self._inputs not in self._off
+        self._contained(self._eval_inputs, module, (args, kwargs),
+                        self._inputs.current if copied else None)
 
     def _see_output(self, module, args, output) -> None:
         self._guarded(self._outputs, output)
@@ -219,10 +215,16 @@ class Monitor:
 
     def _guarded(self, instrument: ins.Instrument, seen, *more) -> None:
         """Hand a forward tensor to an instrument; only forward passes that build a
-        graph count, and no failure reaches the user's forward."""
-        if torch.is_grad_enabled() and instrument not in self._off:
+        graph count."""
+        if torch.is_grad_enabled():
+            self._contained(instrument, seen, *more)
+
+    def _contained(self, instrument: ins.Instrument, *seen) -> None:
+        """`instrument.see(*seen)`, unless it was switched off; no failure reaches the
+        user's forward."""
+        if instrument not in self._off:
             try:
-                instrument.see(seen, *more)
+                instrument.see(*seen)
             except Exception as exc:  # noqa: BLE001 - containment is the point
                 self._stop(instrument, exc)
 
