@@ -301,7 +301,7 @@ def clipped_grad_norm(h):
     if len(g) < MIN_WINDOW:
         return NAN
     previous = g.shift(1).iloc[1:]
-    repeats = (g.iloc[1:] - previous).abs() <= PINNED * previous.abs()
+    repeats = (g.iloc[1:] - previous).abs() <= PINNED * previous
     return _median(g.iloc[1:][repeats]) if repeats.mean() >= 0.5 else NAN
 
 
