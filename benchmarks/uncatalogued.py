@@ -54,6 +54,7 @@ from failurelab import quantities as q
 from failurelab.faults import resolve
 from failurelab.parallel import worker_pool
 from failurelab.runs import TIMING_COLUMNS
+from failurelab.train import HandWrittenCrossEntropy
 
 TASKS = ("tabular", "sequence")
 ROWS = ("logsoftmax", "slow", "capacity")
@@ -175,16 +176,16 @@ class WrittenLoss(nn.Module):
         super().__init__()
         self.form, self.reduction, self.gaps = form, recipe.loss_reduction, gaps
         self.dtype = getattr(torch, recipe.dtype)
+        self.by_hand = HandWrittenCrossEntropy(recipe.loss_reduction)  # the fault's formula
 
     def forward(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         self.gaps.see(logits, y, "train")
         if self.form == "log_softmax":
             return F.cross_entropy(logits, y, reduction=self.reduction)
         if self.form == "log(softmax)":
-            return F.nll_loss(torch.log(torch.softmax(logits, -1)), y, reduction=self.reduction)
+            return self.by_hand(logits, y)
         with torch.autocast("cpu", dtype=self.dtype):
-            logp = torch.log(torch.softmax(logits.to(self.dtype), -1))
-            return F.nll_loss(logp, y, reduction=self.reduction).float()
+            return self.by_hand(logits.to(self.dtype), y).float()
 
 
 def loss_form_run(job) -> dict:
