@@ -393,18 +393,17 @@ def main() -> int:
             print(f"  miss  {plant:20s} {name:17s} seed {seed}: {shape}, named {top} "
                   f"({level}) {why[:90]}")
     print(f"\n{'planted':22s} {'expected':22s} right")
-    faulty = [0, 0]
+    totals = {True: [0, 0], False: [0, 0]}  # faulty plants / healthy ones: [right, runs]
     for plant, (_, expected) in PLANTS.items():
         right, n = per[plant, True], per[plant, True] + per[plant, False]
         if not n:
             continue
         print(f"{plant:22s} {str(expected or 'healthy'):22s} {right:3d}/{n}")
-        if expected:
-            faulty = [faulty[0] + right, faulty[1] + n]
-    healthy = [per[plant, True] for plant, (_, e) in PLANTS.items() if e is None], \
-        [per[plant, True] + per[plant, False] for plant, (_, e) in PLANTS.items() if e is None]
-    print(f"\nfaults named {faulty[0]}/{faulty[1]} = {faulty[0] / max(faulty[1], 1):.1%}; "
-          f"healthy called healthy {sum(healthy[0])}/{sum(healthy[1])}")
+        total = totals[expected is not None]
+        total[0], total[1] = total[0] + right, total[1] + n
+    (named, faulty), (healthy, controls) = totals[True], totals[False]
+    print(f"\nfaults named {named}/{faulty} = {named / max(faulty, 1):.1%}; "
+          f"healthy called healthy {healthy}/{controls}")
     for level in ("high", "medium", "low"):
         right, n = levels[level, True], levels[level, True] + levels[level, False]
         print(f"  {level:6s} right {right}/{n}" + (f" ({right / n:.0%})" if n else ""))
