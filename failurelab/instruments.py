@@ -152,21 +152,26 @@ class Inputs(Instrument):
     all of them (concatenated when they stack), so a NaN row in any micro-batch counts
     and `batch_size` is what the optimizer steps on.  A 1-D input is one unbatched
     sample: it, and every forward tensor of its step, is read as a batch of one (a batch
-    of scalars should be passed as (B, 1))."""
+    of scalars should be passed as (B, 1)).
+
+    A small batch is copied and its chunk reduced together (few torch calls per step).
+    A batch on the CPU larger than `KEEP_ENTRIES` is reduced in its hook instead, to a
+    `ReducedBatch`, while it is still in the cache: stacking 32 copies of it later costs
+    several times more than the reduction."""
 
     name = "inputs"
     columns = ("input_absmax", "input_std_ratio", "input_nonfinite", "batch_size")
-    current: torch.Tensor | None = None  # a copy of the latest forward's input
+    current: torch.Tensor | ReducedBatch | None = None  # the latest forward's input
 
     def __init__(self):
-        self.earlier: list[torch.Tensor] = []  # this step's previous micro-batches, copied
+        self.earlier: list = []  # this step's previous micro-batches, copied or reduced
 
     def see(self, seen) -> None:
-        """Copy the input as the forward sees it (a loop may refill one input buffer in
-        place every step); the evaluation-input instrument reuses the copy."""
+        """Copy (or reduce) the input as the forward sees it (a loop may refill one
+        input buffer in place every step); the evaluation-input instrument reuses it."""
         x = model_input(*seen)
         if x is not None:
-            x = x.detach().clone()
+            x = _reduced(x) if reduce_in_hook(x) else x.detach().clone()
             if self.current is not None:
                 if _stacks(self.current, x):  # a micro-batch of the same step: keep it too
                     self.earlier.append(self.current)
@@ -178,16 +183,20 @@ class Inputs(Instrument):
         x, earlier, self.current, self.earlier = self.current, self.earlier, None, []
         if x is None:
             return None
+        if isinstance(x, ReducedBatch):
+            return ReducedBatch.join([*earlier, x]) if earlier else x
         if unbatched:
             return x.unsqueeze(0)
         return torch.cat([*earlier, x]) if earlier else x
 
     def shape(self, x):
-        return None if x is None else (x.shape, x.dtype)
+        return None if x is None else (type(x), x.shape, x.dtype)
 
     def compute(self, xs):
         if xs[0] is None:
             return {}
+        if isinstance(xs[0], ReducedBatch):
+            return self._compute_reduced(xs)
         stacked = torch.stack(xs)
         absmax, low, high = zip(*probes.input_quantities(stacked).tolist())
         out = {}
@@ -206,6 +215,64 @@ class Inputs(Instrument):
                 ratios[i], bad[i] = probes.std_ratio(x), probes.nonfinite_count(x)
         out.update(zip(self.columns, (absmax, ratios, bad, [batch] * len(xs))))
         return out
+
+    def _compute_reduced(self, xs: list[ReducedBatch]) -> dict:
+        """The same columns from batches reduced in their hooks (all of a chunk alike)."""
+        absmax = torch.stack([x.absmax for x in xs]).tolist()
+        batch = xs[0].shape[0]
+        if xs[0].sums is None:  # integer inputs (token ids): no scale to compare
+            return dict(zip(self.columns, (absmax, [_NAN] * len(xs), [0] * len(xs),
+                                           [batch] * len(xs))))
+        sums = torch.stack([x.sums for x in xs])  # (k, 3, F)
+        entries = xs[0].shape.numel()
+        bad = [int(entries - c) for c in sums[:, 2].sum(1).tolist()]
+        ratios = [probes.spread_ratio(s) if batch >= 2 else _NAN for s in sums]
+        out = dict(zip(self.columns, (absmax, ratios, bad, [batch] * len(xs))))
+        if self.partials:
+            out["_in_fsum"], out["_in_fsq"], out["_in_fn"] = (list(sums[:, i].numpy())
+                                                              for i in range(3))
+        return out
+
+
+@dataclass(slots=True, frozen=True)
+class ReducedBatch:
+    """A large input batch reduced in its hook: its largest |entry| (0-d), its
+    per-feature sums ((3, F) float64, see `probes.feature_sums`; None for integer
+    inputs), and what `_stacks` compares."""
+
+    absmax: torch.Tensor
+    sums: torch.Tensor | None
+    shape: torch.Size
+    dtype: torch.dtype
+    device: torch.device
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    @staticmethod
+    def join(parts: list[ReducedBatch]) -> ReducedBatch:
+        """The micro-batches of one step, as one batch."""
+        first = parts[0]
+        sums = None if first.sums is None else torch.stack([p.sums for p in parts]).sum(0)
+        shape = torch.Size([sum(p.shape[0] for p in parts), *first.shape[1:]])
+        return ReducedBatch(torch.stack([p.absmax for p in parts]).max(), sums, shape,
+                            first.dtype, first.device)
+
+
+def reduce_in_hook(x: torch.Tensor) -> bool:
+    """Reduce this batch in its hook (see `Inputs`)?"""
+    return x.numel() > KEEP_ENTRIES and x.dim() > 1 and x.device.type == "cpu"
+
+
+def _reduced(x: torch.Tensor) -> ReducedBatch:
+    with torch.no_grad():
+        flat = x.detach().reshape(x.shape[0], -1)
+        if flat.is_floating_point():
+            least, most = probes.row_extremes(flat.reshape(1, -1))  # no copy of |x|
+            absmax, sums = torch.maximum(-least, most)[0].to(probes.F32), probes.feature_sums(flat)
+        else:
+            absmax, sums = flat.abs().amax().to(probes.F32), None
+    return ReducedBatch(absmax, sums, x.shape, x.dtype, x.device)
 
 
 class Outputs(Instrument):
@@ -447,10 +514,11 @@ class Reduced:
     units: torch.Tensor | None
 
 
-def _stacks(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Can two inputs be one batch in parts (same sample shape, dtype and device)?"""
-    return (a.dim() > 1 and a.shape[1:] == b.shape[1:] and a.dtype == b.dtype
-            and a.device == b.device)
+def _stacks(a, b) -> bool:
+    """Can two inputs (tensors, or both `ReducedBatch`) be one batch in parts (same
+    sample shape, dtype and device)?"""
+    return (type(a) is type(b) and a.dim() > 1 and a.shape[1:] == b.shape[1:]
+            and a.dtype == b.dtype and a.device == b.device)
 
 
 def first_lr(optimizer: torch.optim.Optimizer) -> float:

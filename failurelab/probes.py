@@ -124,16 +124,16 @@ def input_quantities(X: torch.Tensor) -> torch.Tensor:
         absmax = flat.abs().amax((1, 2)).to(F32)
         return torch.stack([absmax, absmax * float("nan"), absmax * float("nan")], dim=1)
     flat = flat.to(F32)
-    least, most = _min_max(flat.reshape(k, -1))  # |x|'s max without a copy
+    least, most = row_extremes(flat.reshape(k, -1))  # |x|'s max without a copy
     # means over the batch as BLAS products: a reduction over dimension 1 is several
     # times slower on CPU
     share = flat.new_full((flat.shape[1],), 1 / flat.shape[1])
     centred = flat - torch.matmul(share, flat).unsqueeze(1)
-    low, high = _min_max(torch.matmul(share, centred.square_()))
+    low, high = row_extremes(torch.matmul(share, centred.square_()))
     return torch.stack([torch.maximum(-least, most), low, high], dim=1)
 
 
-def _min_max(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def row_extremes(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(k, m) → each row's smallest and largest entry.  Two reductions: on CPU
     `torch.aminmax(dim=1)` is not vectorised, and 5-7 times slower than both."""
     return rows.amin(1), rows.amax(1)
@@ -206,6 +206,26 @@ def feature_sums(X: torch.Tensor) -> torch.Tensor:
     return torch.stack((total, flat.square_().sum(-2), finite.double().sum(-2)), dim=-2)
 
 
+def feature_spread(sums: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(..., 3, F) feature sums (see `feature_sums`) → per-feature mean, variance, and
+    whether the feature varies: a feature whose spread is below float64 rounding of its
+    mean (a position that is always padding, a constant column) is constant."""
+    total, square, count = sums.unbind(-2)
+    mean = total / count.clamp(min=1)
+    var = (square / count.clamp(min=1) - mean.square()).clamp(min=0)
+    varies = (count > 1) & (var.sqrt() > 1e-12 * mean.abs().clamp(min=1))
+    return mean, var, varies
+
+
+def spread_ratio(sums: torch.Tensor) -> float:
+    """Largest over smallest per-feature std from one batch's (3, F) feature sums, by
+    `std_ratio`'s rules: NaN/Inf entries and constant features left out, 1.0 when
+    fewer than two features are left."""
+    _, var, varies = feature_spread(sums)
+    var = var[varies]
+    return float((var.max() / var.min()).sqrt()) if len(var) >= 2 else 1.0
+
+
 def zeros_and_floor(T: torch.Tensor) -> torch.Tensor:
     """(k, ...) → (k, 2): share of exactly-zero entries, and the smallest non-zero
     magnitude, of each step's tensor.  A float16 gradient has nothing between 0 and
@@ -221,11 +241,25 @@ def distribution_rows(T: torch.Tensor, tol: float = 1e-3) -> torch.Tensor:
     probabilities (every entry in [0, 1], summing to 1 within `tol`) and share that are
     log-probabilities (every entry <= 0, exp summing to 1 within `tol`).  A loss that
     applies softmax again to such rows trains on the wrong objective."""
-    rows = T.reshape(T.shape[0], -1, T.shape[-1] if T.dim() > 1 else 1).to(F32)
-    low, high = rows.amin(-1), rows.amax(-1)
-    prob = (low >= 0) & (high <= 1) & ((rows.sum(-1) - 1).abs() <= tol)
-    logprob = (high <= 0) & ((rows.exp().sum(-1) - 1).abs() <= tol)
+    rows = classes_first(T)
+    low, high = rows.amin(1), rows.amax(1)
+    prob = (low >= 0) & (high <= 1) & ((rows.sum(1) - 1).abs() <= tol)
+    logprob = (high <= 0) & ((rows.exp().sum(1) - 1).abs() <= tol)
     return torch.stack([prob.float().mean(1), logprob.float().mean(1)], dim=1)
+
+
+def classes_first(T: torch.Tensor) -> torch.Tensor:
+    """(k, ..., C) → (k, C, rows) float32, contiguous: reductions over the classes then
+    run along memory for all rows at once.  Over a short last dimension (3 classes)
+    they would be several times slower, and softmax 20 times."""
+    k, classes = T.shape[0], T.shape[-1] if T.dim() > 1 else 1
+    return T.reshape(k, -1, classes).to(F32).transpose(1, 2).contiguous()
+
+
+def _softmax_classes(logits: torch.Tensor) -> torch.Tensor:
+    """Softmax over dimension 1 of (k, C, rows) logits."""
+    e = (logits - logits.amax(1, keepdim=True)).exp_()
+    return e.div_(e.sum(1, keepdim=True))
 
 
 def loss_weights(outputs: torch.Tensor, grads: torch.Tensor, tol: float = 1e-2) -> torch.Tensor:
@@ -241,15 +275,14 @@ def loss_weights(outputs: torch.Tensor, grads: torch.Tensor, tol: float = 1e-2) 
     only lower the estimate.  `tol` admits float16 rounding of the gradient."""
     if outputs.dim() < 3 or outputs.shape[-1] < 2:  # one logit per row: no class axis
         return torch.full((outputs.shape[0],), float("nan"), device=outputs.device)
-    k, classes = outputs.shape[0], outputs.shape[-1]
-    p = outputs.reshape(k, -1, classes).to(F32).softmax(-1)
-    g = grads.reshape(k, -1, classes).to(F32)
+    p = _softmax_classes(classes_first(outputs))  # (k, C, rows)
+    g = classes_first(grads)
     # summed over the rows: a confident row's few-ulp rounding is large next to its own
     # tiny gradient, never next to the whole output's
-    softmax_like = g.sum(-1).abs().sum(1) <= tol * g.abs().sum((1, 2))
+    softmax_like = g.sum(1).abs().sum(1) <= tol * g.abs().sum((1, 2))
     positive = g.clamp(min=0)
-    share = torch.where(positive > 0, p, 0.0).sum(-1)
-    weight = (positive.sum(-1) / share.clamp(min=torch.finfo(F32).tiny)).sum(1)
+    share = torch.where(positive > 0, p, 0.0).sum(1)
+    weight = (positive.sum(1) / share.clamp(min=torch.finfo(F32).tiny)).sum(1)
     return torch.where(softmax_like, weight, float("nan"))
 
 

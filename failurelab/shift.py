@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from .instruments import Instrument, model_input
-from .probes import feature_sums
+from .instruments import Instrument, ReducedBatch, model_input, reduce_in_hook
+from .probes import feature_spread, feature_sums
 
 _NAN = float("nan")
 
@@ -31,11 +31,10 @@ def _largest_shift(train: torch.Tensor, seen: torch.Tensor) -> torch.Tensor:
     """max over features of |mean_eval - mean_train| / std_train, from (k, 3, F) sums;
     features constant in training (a position that is always padding) are left out,
     and NaN where none is left."""
-    (s, q, n), (es, en) = train.unbind(1), seen[:, [0, 2]].unbind(1)
-    mean = s / n.clamp(min=1)
-    std = (q / n.clamp(min=1) - mean.square()).clamp(min=0).sqrt()
-    usable = (n > 1) & (en > 0) & (std > 1e-12 * mean.abs().clamp(min=1))
-    diff = (es / en.clamp(min=1) - mean).abs() / torch.where(usable, std, 1.0)
+    mean, var, varies = feature_spread(train)
+    es, en = seen[:, [0, 2]].unbind(1)
+    usable = varies & (en > 0)
+    diff = (es / en.clamp(min=1) - mean).abs() / torch.where(usable, var.sqrt(), 1.0)
     largest = torch.where(usable, diff, 0.0).amax(-1)
     return torch.where(usable.any(-1), largest, _NAN)
 
@@ -45,8 +44,10 @@ class EvalInputs(Instrument):
     inputs between two records sit from them (`eval_input_shift`; NaN on steps with no
     evaluation, or before any training input of the same sample shape).
 
-    A training batch is only copied in its hook; the copies are reduced together every
-    KEEP batches and at each evaluation, so the loop pays one copy per step."""
+    A small training batch is only copied in its hook; the copies are reduced together
+    every KEEP batches and at each evaluation, so the loop pays one copy per step.  A
+    large one is reduced at once, while it is still in the CPU's cache (see `Inputs`):
+    usually the inputs instrument has done so already and its sums are reused."""
 
     name = "evaluation inputs"
     columns = ("eval_input_shift",)
@@ -58,8 +59,9 @@ class EvalInputs(Instrument):
         self.eval = None  # the same over evaluation inputs since the last record
         self.sample_shape = None  # the training samples' shape; others are not compared
 
-    def see(self, module: torch.nn.Module, seen, copy: torch.Tensor | None = None) -> None:
-        """`copy`: the input already copied by the inputs instrument, if it was."""
+    def see(self, module: torch.nn.Module, seen, copy=None) -> None:
+        """`copy`: the input as the inputs instrument kept it (a copy or a
+        `ReducedBatch`), if it did."""
         x = model_input(*seen)
         if x is None or x.numel() == 0:
             return
@@ -67,9 +69,14 @@ class EvalInputs(Instrument):
         if torch.is_grad_enabled() and module.training:
             if shape != self.sample_shape:  # a new kind of input starts afresh
                 self.sample_shape, self.batches, self.train, self.eval = shape, [], None, None
+            if isinstance(copy, ReducedBatch) and copy.sums is not None:
+                self._add(copy.sums)  # the inputs instrument has reduced it already
+                return
             # a copy: a loop may refill its input buffer in place
-            self.batches.append(copy if copy is not None else x.detach().clone())
-            if len(self.batches) >= self.KEEP:
+            large = reduce_in_hook(x)
+            self.batches.append(x if large else copy if isinstance(copy, torch.Tensor)
+                                else x.detach().clone())
+            if large or len(self.batches) >= self.KEEP:
                 self._reduce()
         elif shape == self.sample_shape:
             sums = _sums(x)
@@ -81,8 +88,10 @@ class EvalInputs(Instrument):
             batches, self.batches = self.batches, []
             x = batches[0] if len(batches) == 1 else torch.cat(
                 [b.reshape(b.shape[0] if b.dim() > 1 else 1, -1) for b in batches])
-            sums = _sums(x)
-            self.train = sums if self.train is None else self.train + sums
+            self._add(_sums(x))
+
+    def _add(self, sums: torch.Tensor) -> None:
+        self.train = sums if self.train is None else self.train + sums
 
     def take(self, unbatched: bool):
         """(training sums, evaluation sums) when this step evaluated; None otherwise."""

@@ -312,3 +312,41 @@ def test_reducing_in_the_hook_gives_the_columns_of_keeping_the_output(kind):
     for column in kept:
         assert np.allclose(np.array(reduced[column], dtype=float),
                            np.array(kept[column], dtype=float), rtol=1e-6), column
+
+
+def _input_columns_of_a_loop(monkeypatch, keep_entries):
+    """The input columns of a loop with micro-batches, a constant feature, evaluations
+    and finally a NaN entry, with inputs above `keep_entries` reduced in their hook."""
+    monkeypatch.setattr(instruments, "KEEP_ENTRIES", keep_entries)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(6, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    gen = torch.Generator().manual_seed(1)
+    scale = torch.tensor([[1.0, 20.0, 0.5], [3.0, 1.0, 0.0]])  # the last feature constant
+    with fl.Monitor(model, opt) as mon:
+        for step in range(40):
+            opt.zero_grad()
+            parts = 2 if step % 5 == 0 else 1  # some steps in two micro-batches
+            for _ in range(parts):
+                x = torch.randn(16, 2, 3, generator=gen) * scale + 4
+                if step == 39:
+                    x[3, 0, 1] = float("nan")
+                (model(x).square().mean() / parts).backward()
+            opt.step()
+            if step % 7 == 0:
+                with torch.no_grad():
+                    model(torch.randn(32, 2, 3, generator=gen) * scale + 4 + step / 10)
+            mon.record(0.0)
+        return mon.history[list(INPUT_COLUMNS[:4]) + ["eval_input_shift"]]
+
+
+def test_large_inputs_reduced_in_their_hook_give_the_columns_of_keeping_them(monkeypatch):
+    """A CPU batch above `KEEP_ENTRIES` is reduced in the forward pre-hook instead of
+    copied: every input column, micro-batches, a constant feature, evaluations and NaN
+    entries included, reads what keeping the copies reads."""
+    kept = _input_columns_of_a_loop(monkeypatch, 10**9)
+    reduced = _input_columns_of_a_loop(monkeypatch, 0)
+    assert kept["batch_size"].iloc[0] == 32 and kept["input_nonfinite"].iloc[-1] == 1
+    assert kept["eval_input_shift"].notna().sum() == 6
+    pd_testing = pytest.importorskip("pandas").testing
+    pd_testing.assert_frame_equal(reduced, kept, check_exact=False, rtol=1e-6)
