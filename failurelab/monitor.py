@@ -161,6 +161,10 @@ class Monitor:
 
     # --- hooks: each one guarded, so no failure reaches the user's loop ---------------
     def _before_step(self, optimizer, args, kwargs) -> None:
+        if self._unobserved():
+            self._lr = ins.first_lr(optimizer)  # economy: nothing else to take here
+            self._stepped = True
+            return
         for instrument in self._stepping:  # close what the backward passes found
             if instrument not in self._off:
                 try:
@@ -202,7 +206,7 @@ class Monitor:
 
     def _saw_backward(self, grad) -> None:
         """A backward pass reached the watched parameter (its gradient not yet added)."""
-        if self._carried not in self._off:
+        if self._carried not in self._off and not self._count % self._interval:
             try:
                 self._carried.see()
             except Exception as exc:  # noqa: BLE001 - never fail inside the user's backward
@@ -227,6 +231,13 @@ class Monitor:
                 instrument.see(*seen)
             except Exception as exc:  # noqa: BLE001 - containment is the point
                 self._stop(instrument, exc)
+
+    def _unobserved(self) -> bool:
+        """Is the step now being taken one that economy does not observe, not even for
+        the cosine of the next one?  Its row holds the loss, the learning rate, whether
+        a step was taken, the cheap state columns and your extras; the rest is NaN."""
+        phase = self._count % self._interval
+        return 0 < phase < self._interval - 1
 
     def _unbatched(self) -> bool:
         """Is the current input one unbatched sample (1-D)?  Its forward tensors are
@@ -262,6 +273,9 @@ class Monitor:
             return
         loss_value = as_float(loss)
         stepped, self._stepped = self._stepped, False
+        if stepped and self._pending and self._count % self._interval:
+            self._record_unobserved(loss, loss_value, extra)
+            return
         if not stepped:
             self._misuse.no_step(loss, self._count, self._params)
         self._misuse.seen(loss)
@@ -284,6 +298,17 @@ class Monitor:
                                                             _numel(self._params),
                                                             CHUNK_STEPS, CHUNK_BYTES))
         self._pending.append(step)
+        self._count += 1
+        if len(self._pending) >= self._chunk * self._interval:
+            self._flush()
+
+    def _record_unobserved(self, loss, loss_value: float, extra: dict) -> None:
+        """A step economy does not observe: the least a row needs, because on a tiny
+        model every attribute the monitor touches per step costs the loop time."""
+        self._misuse.seen(loss)
+        unoptimized = sum(p.grad is not None for p in self._unoptimized) if self._unoptimized else 0
+        state = (self._lr, self._lowp, unoptimized, 0, _NAN, _NAN, _NAN, self._frozen)
+        self._pending.append(_Step(loss_value, {}, state, extra, self._pending[0].shapes))
         self._count += 1
         if len(self._pending) >= self._chunk * self._interval:
             self._flush()

@@ -268,10 +268,17 @@ def _carried(zero: str, *, steps=12, accum=1, clip=0.0, set_to_none=True, scaler
 
 
 @pytest.mark.parametrize("habits", [{}, {"set_to_none": False}, {"accum": 3}, {"clip": 1e-3},
-                                    {"scaler": True}, {"preset": "economy"}])
+                                    {"scaler": True}])
 @pytest.mark.parametrize("zero", ["each", "after"])
 def test_a_loop_that_zeroes_every_step_carries_no_gradient_over(zero, habits):
     assert _carried(zero, **habits) == [0.0] * 12
+
+
+@pytest.mark.parametrize("zero, observed", [("each", 0.0), ("never", 1.0)])
+def test_economy_reads_carried_gradients_on_the_steps_it_observes_only(zero, observed):
+    carried = _carried(zero, preset="economy")
+    assert carried[10] == observed and carried[0] == 0.0  # step 0 starts from None
+    assert all(math.isnan(v) for i, v in enumerate(carried) if i % 10)
 
 
 @pytest.mark.parametrize("habits", [{}, {"accum": 2}, {"clip": 1e-3}, {"set_to_none": False}])
