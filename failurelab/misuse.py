@@ -89,6 +89,11 @@ class Misuse:
         return not isinstance(self._last, weakref.ref) and self._last == loss
 
 
+def read_later(loss: torch.Tensor) -> bool:
+    """Is reading this loss now a device synchronisation (not a CPU tensor)?"""
+    return loss.device.type != "cpu"
+
+
 def gradients_finite(params: list[torch.Tensor]) -> bool:
     """True when every gradient present is finite (the rare path: only without a step)."""
     with torch.no_grad():
@@ -101,12 +106,15 @@ def gradients_finite(params: list[torch.Tensor]) -> bool:
     return True
 
 
-def as_float(loss: Any) -> float:
-    """The loss as a float; a clear error for anything that is not a scalar."""
+def scalar_loss(loss: Any) -> float | torch.Tensor:
+    """The loss as a float, or a 0-d tensor; a clear error for anything else.
+
+    A loss on an accelerator stays a detached 0-d tensor, read with the rest of its
+    chunk (`.item()` would wait for the device at every step)."""
     if isinstance(loss, torch.Tensor):
         if loss.numel() != 1:
             raise ValueError(f"record(loss) needs a scalar loss, got shape {tuple(loss.shape)}")
-        return loss.item()
+        return loss.detach().reshape(()) if read_later(loss) else loss.item()
     try:
         return float(loss)
     except (TypeError, ValueError):

@@ -37,7 +37,7 @@ from torch import nn
 
 from . import distributed
 from . import instruments as ins
-from .misuse import Misuse, MonitorWarning, as_float, warn  # noqa: F401 - public name
+from .misuse import Misuse, MonitorWarning, scalar_loss, warn  # noqa: F401 - public name
 from .shift import EvalInputs
 from .table import Table
 
@@ -69,7 +69,7 @@ _NAN = float("nan")
 class _Step:
     """What one `record` call keeps until its chunk is computed."""
 
-    loss: float
+    loss: float | torch.Tensor  # a tensor until its chunk is read (see `scalar_loss`)
     payloads: dict  # instrument -> its payload for this step
     state: tuple  # the values of STATE_COLUMNS
     extra: dict[str, float]
@@ -271,7 +271,7 @@ class Monitor:
         if self._closed:
             self._misuse.after_close()
             return
-        loss_value = as_float(loss)
+        loss_value = scalar_loss(loss)
         stepped, self._stepped = self._stepped, False
         if stepped and self._pending and self._count % self._interval:
             self._record_unobserved(loss, loss_value, extra)
@@ -342,6 +342,7 @@ class Monitor:
         steps, self._pending = self._pending, []
         if not steps:
             return
+        _read_losses(steps)
         rows, partials = self._table.new_rows(steps)
         for instrument in self._all:
             if instrument in self._off:
@@ -429,6 +430,15 @@ class Monitor:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _read_losses(steps: list[_Step]) -> None:
+    """Losses kept on an accelerator (see `scalar_loss`), read in one transfer."""
+    kept = [s for s in steps if isinstance(s.loss, torch.Tensor)]
+    if kept:
+        values = torch.stack([s.loss.float() for s in kept]).tolist()
+        for step, value in zip(kept, values):
+            step.loss = value
 
 
 def _numel(params) -> int:
