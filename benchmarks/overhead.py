@@ -4,7 +4,8 @@ Two loops: the lab's tiny tabular MLP (SGD, batch 64) and a mid-size CNN (two
 conv+BatchNorm blocks and a dense head, ~0.5 M parameters, AdamW, batch 64 of 3x32x32).
 For each loop the variants run interleaved (plain, full, economy, plain, ...), so
 background load hits all of them alike; each variant's time per step is the median
-over the repeats, and the ratio is taken to the plain loop's median.
+over the repeats, and its ratio is the median over the repeats of its time divided by
+the plain loop's time in the same repeat.
 
     OMP_NUM_THREADS=1 python benchmarks/overhead.py [--repeats 9] [--steps 256] [--floor]
         [--against DIR]
@@ -138,7 +139,9 @@ def measure(name: str, make, steps: int, repeats: int, targets: dict, floor: boo
     print(f"{name}: {steps} steps, median of {repeats} interleaved repeats")
     print(f"{'variant':<14}{'µs/step':>10}{'ratio':>8}{'target':>8}")
     for variant in variants:
-        ratio = medians[variant] / medians["plain"]
+        # each repeat's own ratio: the machine's speed drifts between repeats (minutes
+        # apart) far more than between the variants of one repeat (seconds apart)
+        ratio = statistics.median(t / p for t, p in zip(times[variant], times["plain"]))
         target = targets.get(variant)
         verdict = "" if target is None else f"{target:>8.2f}  {'met' if ratio <= target else 'MISSED'}"
         print(f"{variant:<14}{medians[variant] * 1e6:>10.1f}{ratio:>8.2f}{verdict}")
