@@ -21,7 +21,9 @@ one column compares exactly those evaluation inputs with the training inputs
 
 Each column group is an `instruments.Instrument`.  `record` only keeps cheap copies;
 the statistics of up to `CHUNK_STEPS` observed steps are computed together (economy
-observes one step in ten, so its chunks span ten times as many records).  Nothing the
+observes one step in ten, so its chunks span ten times as many records; on the other
+nine its hooks return at once and a row keeps only what `record` knows: the loss, the
+learning rate, whether a step ran, the extras).  Nothing the
 monitor does may break the loop it watches: an instrument that fails is switched off
 with one warning (`Monitor.stopped` says which, when and why) and the others go on.
 """
