@@ -19,6 +19,8 @@ import math
 import numpy as np
 import torch
 
+from .probes import spread_ratio
+
 _NAN = float("nan")
 
 
@@ -110,17 +112,10 @@ def _std(parts, total, square, count) -> float:
 
 
 def _std_ratio(parts: list[dict]) -> float:
-    """Largest over smallest per-feature std of the concatenated batch, by the rules of
-    the single-process columns: NaN for a constant feature when every entry is finite;
-    otherwise NaN/Inf entries and constant features are skipped (1.0 if < 2 are left)."""
-    n = sum(p["_in_fn"] for p in parts)
+    """Largest over smallest per-feature std of the concatenated batch, by the rule of
+    the single-process column (`probes.spread_ratio`: NaN/Inf entries and constant
+    features left out)."""
     if sum(p["batch_size"] for p in parts) < 2:
         return _NAN
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = sum(p["_in_fsum"] for p in parts) / n
-        var = sum(p["_in_fsq"] for p in parts) / n - mean * mean
-    if (n == sum(p["batch_size"] for p in parts)).all():
-        low, high = var.min(), var.max()
-        return math.sqrt(high / low) if low > 0 else _NAN
-    var = var[np.isfinite(var) & (var > 0)]
-    return math.sqrt(var.max() / var.min()) if len(var) >= 2 else 1.0
+    sums = [sum(p[key] for p in parts) for key in ("_in_fsum", "_in_fsq", "_in_fn")]
+    return spread_ratio(torch.from_numpy(np.stack(sums).astype(np.float64)))

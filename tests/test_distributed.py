@@ -109,3 +109,25 @@ def test_rank0_holds_the_global_columns_and_early_stop_does_not_deadlock(tmp_pat
     assert rank0["input_nonfinite"].iloc[:24].sum() == 0
     assert rank0["batch_size"].iloc[0] == 2 * BATCH and rank0["batch_size"].iloc[-1] == BATCH
     assert rank0["grad_norm"].iloc[:24].map(math.isfinite).all()
+
+
+@pytest.mark.parametrize("nan", [False, True])
+def test_merged_input_std_ratio_follows_the_single_process_rule(nan):
+    """The input sums two ranks keep merge into the std ratio one process reads on the
+    concatenated batch, a constant feature (left out) and a NaN entry included."""
+    from failurelab import distributed, instruments
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(12, 4, generator=gen) * torch.tensor([1.0, 20.0, 0.5, 0.0]) + 3
+    if nan:
+        x[2, 1] = float("nan")
+    inputs = instruments.Inputs()
+    inputs.partials = True
+    single = inputs.compute([x])["input_std_ratio"][0]
+    parts = []
+    for half in (x[:5], x[5:]):
+        values = inputs.compute([half])
+        parts.append({k: v[0] for k, v in values.items()} | {"loss": 0.0, "nonfinite": 0,
+                                                                "_loss_nonfinite": 0})
+    merged = distributed.merge([[parts[0]], [parts[1]]])[0]["input_std_ratio"]
+    assert math.isfinite(single) and merged == pytest.approx(single, rel=1e-5)
