@@ -86,18 +86,24 @@ class HandWrittenCrossEntropy(nn.Module):
 
 
 def run(recipe_or_name: Recipe | str, *, seed: int = 0, steps: int | None = None,
-        preset: str = "full", threads: int = 1) -> Run:
+        preset: str = "full", threads: int = 1, device: str | torch.device = "cpu") -> Run:
     """Train one recipe (or a fault name) and return its full history.
 
     Never raises because training went bad: at the first non-finite loss the run stops
     and reports it.  Uses `threads` torch threads (tiny models are fastest on one) and
     restores the caller's thread count and RNG state afterwards.
+
+    `device` trains the same parts (built on the CPU, with the same seed) on another
+    device, with autocast and the GradScaler of that device: does a fault seen on the
+    CPU reproduce on a GPU?  Bitwise reproducibility is the CPU's: GPU kernels may sum
+    in another order from run to run.
     """
     recipe = resolve(recipe_or_name)
     if steps is not None:
         recipe = recipe.replace(steps=steps)
     check_seed(seed)
-    stored = runcache.key(recipe, seed, preset, threads)
+    device = torch.device(device)
+    stored = runcache.key(recipe, seed, preset, threads, str(device))
     done = runcache.load(stored)  # a verification session's notebooks share runs
     if done is not None:
         return done
@@ -105,18 +111,19 @@ def run(recipe_or_name: Recipe | str, *, seed: int = 0, steps: int | None = None
     with torch_threads(threads), torch.random.fork_rng():
         parts = build(recipe, seed)
         torch.manual_seed(seed)  # dropout draws from here
-        history, first_bad = _train(parts, preset)
+        history, first_bad = _train(parts, preset, device)
     result = Run(recipe, seed, history, first_bad, time.perf_counter() - started)
     runcache.store(stored, result)
     return result
 
 
-def _train(parts: Parts, preset: str):
+def _train(parts: Parts, preset: str, device: torch.device):
     recipe, model, optimizer, loss_fn = parts.recipe, parts.model, parts.optimizer, parts.loss_fn
+    model.to(device)  # in place: the optimizer's parameters move with it
     amp_dtype = getattr(torch, recipe.dtype)
     use_amp = recipe.dtype != "float32"
     by_hand = recipe.log_softmax == "by_hand"
-    scaler = torch.amp.GradScaler("cpu", enabled=recipe.loss_scaling,
+    scaler = torch.amp.GradScaler(device.type, enabled=recipe.loss_scaling,
                                   growth_interval=recipe.scaler_growth_interval)
     # A StepLR counts scheduler.step() calls; this loop calls it once per optimizer step.
     schedule = (torch.optim.lr_scheduler.StepLR(optimizer, recipe.lr_decay_every, gamma=0.1)
@@ -126,7 +133,7 @@ def _train(parts: Parts, preset: str):
     with Monitor(model, optimizer, preset=preset) as mon:
         for step in range(recipe.steps):
             t0 = time.thread_time()
-            X, y = next(batches)
+            X, y = (t.to(device) for t in next(batches))
             t1 = time.thread_time()
             model.train()
             if recipe.zero_grad and recipe.zero_grad_at == "before_backward":
@@ -136,7 +143,7 @@ def _train(parts: Parts, preset: str):
             # One backward per micro-batch; with accumulate = 1 the whole batch at once.
             for X_part, y_part in zip(X.chunk(recipe.accumulate), y.chunk(recipe.accumulate)):
                 ta = time.thread_time()
-                with torch.autocast("cpu", dtype=amp_dtype, enabled=use_amp):
+                with torch.autocast(device.type, dtype=amp_dtype, enabled=use_amp):
                     logits = model(X_part)  # (B / accumulate, classes)
                     if by_hand:  # written inside autocast, where AMP guides put the loss
                         loss = loss_fn(logits, y_part).float()
@@ -190,11 +197,11 @@ def evaluate(model: nn.Module, val, recipe: Recipe) -> dict[str, float]:
     pads are appended; float rounding (~1e-7) when padding is masked.
     Both checks need only an existence proof, so they use the first PROBE_SAMPLES.
     """
-    X, y = val
+    X, y = (t.to(_device(model)) for t in val)
     if recipe.eval_mode:
         model.eval()  # forget this and dropout keeps firing during validation
     use_amp = recipe.dtype != "float32"
-    with torch.no_grad(), torch.autocast("cpu", dtype=getattr(torch, recipe.dtype),
+    with torch.no_grad(), torch.autocast(X.device.type, dtype=getattr(torch, recipe.dtype),
                                          enabled=use_amp):
         first = model(X).float()
         probe, few = X[:PROBE_SAMPLES], first[:PROBE_SAMPLES]
@@ -209,6 +216,10 @@ def evaluate(model: nn.Module, val, recipe: Recipe) -> dict[str, float]:
                                            .abs().amax(-1).mean())
     model.train()
     return out
+
+
+def _device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
 
 
 def pad_attention(model: nn.Module, tokens: torch.Tensor) -> float:

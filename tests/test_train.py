@@ -125,3 +125,19 @@ def test_undivided_micro_batches_step_like_a_rate_that_many_times_larger():
     whole = fl.run(sgd, steps=2).history["update_norm"].iloc[0]
     parts = fl.run(sgd.replace(accumulate=4, divide_accumulated=False), steps=2)
     assert parts.history["update_norm"].iloc[0] == pytest.approx(4 * whole, rel=1e-3)
+
+
+def test_a_run_on_a_named_device_is_the_same_run():
+    """`device` moves the parts the run builds on the CPU; naming the CPU changes
+    nothing, so what a GPU run shows differs only by the device."""
+    default = fl.run("fp16_no_scaling", steps=30)
+    named = fl.run("fp16_no_scaling", steps=30, device=torch.device("cpu"))
+    assert named.fingerprint == default.fingerprint
+    assert _without_timing(named.history).equals(_without_timing(default.history))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_float16_without_scaling_shows_its_signature_under_cuda_autocast():
+    """The lab's fault under CUDA autocast, the lab's loop unchanged (see
+    benchmarks/cuda_check.py for the whole comparison)."""
+    fl.check(fl.run("fp16_no_scaling", device="cuda"), "fp16_no_scaling")
