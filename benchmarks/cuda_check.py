@@ -28,8 +28,8 @@ import sys
 import time
 import warnings
 
+import overhead  # benchmarks/, on the path when run as a script
 import torch
-from torch import nn
 
 import failurelab as fl
 from failurelab.monitor import CHUNK_STEPS
@@ -39,23 +39,17 @@ AGREE_STEPS = 8  # later steps drift apart by summation order, as two CPUs' woul
 AGREE_RTOL = 1e-3  # float32 sums of ~1e5 terms in another order differ by ~1e-5 relative
 
 
-def cnn(device: torch.device):
-    """overhead.py's mid-size CNN and a few batches, built on the CPU, then moved."""
-    torch.manual_seed(0)
-    model = nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(64 * 8 * 8, 120), nn.ReLU(), nn.Linear(120, 10)).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    g = torch.Generator().manual_seed(0)
-    data = [(torch.randn(64, 3, 32, 32, generator=g).to(device),
-             torch.randint(0, 10, (64,), generator=g).to(device)) for _ in range(8)]
-    return model, opt, nn.CrossEntropyLoss(), data
+def cnn(device: torch.device, steps: int):
+    """overhead.py's mid-size CNN and batches, built on the CPU, then moved."""
+    model, opt, loss_fn, batches = overhead.cnn_parts(steps)
+    model.to(device)  # in place: the optimizer's parameters move with it
+    moved = {id(b): tuple(t.to(device) for t in b) for b in batches}  # 8 batches, cycled
+    return model, opt, loss_fn, [moved[id(b)] for b in batches]
 
 
 def train(device: torch.device, steps: int, monitored: bool):
     """(history or None, warnings that name a synchronising call, seconds)."""
-    model, opt, loss_fn, data = cnn(device)
+    model, opt, loss_fn, batches = cnn(device, steps)
     mon = fl.Monitor(model, opt) if monitored else None
     syncing = device.type == "cuda"
     with warnings.catch_warnings(record=True) as caught:
@@ -64,16 +58,8 @@ def train(device: torch.device, steps: int, monitored: bool):
             torch.cuda.synchronize()
             torch.cuda.set_sync_debug_mode("warn")
         start = time.perf_counter()
-        for step in range(steps):
-            X, y = data[step % len(data)]
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(X), y)
-            loss.backward()
-            opt.step()
-            if mon is not None:
-                mon.record(loss)
-            else:
-                loss.item()  # what a plain loop reads; the monitor defers it to its chunk
+        # a plain loop reads each loss (`.item()`); the monitor reads them with its chunk
+        overhead.train(model, opt, loss_fn, batches, mon, read_loss=True)
         if syncing:
             torch.cuda.set_sync_debug_mode("default")
             torch.cuda.synchronize()

@@ -71,15 +71,7 @@ def loop(make, preset: str | None, steps: int, other=None) -> float:
         mon = other(model, opt, preset=preset[:-len("@other")])
     handles = empty_hooks(model, opt, preset[len("floor "):]) if preset and not mon else []
     start = time.perf_counter()
-    for X, y in batches:
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(X), y)
-        loss.backward()
-        opt.step()
-        if mon is not None:
-            mon.record(loss)
-        elif handles:
-            loss.item()
+    train(model, opt, loss_fn, batches, mon, read_loss=bool(handles))
     if mon is not None:
         mon.history  # noqa: B018 - the pending statistics are part of the cost
     elapsed = time.perf_counter() - start
@@ -89,6 +81,20 @@ def loop(make, preset: str | None, steps: int, other=None) -> float:
     for handle in handles:
         handle.remove()
     return elapsed / steps
+
+
+def train(model, opt, loss_fn, batches, mon=None, read_loss: bool = False) -> None:
+    """The plain loop, recording each step's loss in `mon` if given (else reading it as a
+    float when `read_loss`, as `record` must)."""
+    for X, y in batches:
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(X), y)
+        loss.backward()
+        opt.step()
+        if mon is not None:
+            mon.record(loss)
+        elif read_loss:
+            loss.item()
 
 
 def empty_hooks(model, opt, preset: str) -> list:
