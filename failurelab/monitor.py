@@ -30,6 +30,7 @@ with one warning (`Monitor.stopped` says which, when and why) and the others go 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,7 +117,7 @@ class Monitor:
         self._chunk = max(1, min(CHUNK_STEPS, CHUNK_BYTES // (16 * _numel(self._params))))
         self._parameters = ins.Parameters(self._params, [n for n, _ in named], self._chunk,
                                           "layers" in groups, self._interval)
-        self._handles = ([optimizer.register_step_pre_hook(self._before_step)]
+        self._handles = ([optimizer.register_step_pre_hook(_Hook(self._before_step))]
                          if hook_optimizer else [])
         # instruments fed by hooks in the forward or backward pass, one payload per step
         self._carried = ins.Carried(self._params[-1])
@@ -129,8 +130,9 @@ class Monitor:
             # a graph (evaluation): `_see_input` hands it every pass
             self._eval_inputs = EvalInputs()
             self._hooked += [self._inputs, self._outputs, self._eval_inputs]
-            self._handles += [model.register_forward_pre_hook(self._see_input, with_kwargs=True),
-                              model.register_forward_hook(self._see_output)]
+            self._handles += [model.register_forward_pre_hook(_Hook(self._see_input),
+                                                              with_kwargs=True),
+                              model.register_forward_hook(_Hook(self._see_output))]
         if "activations" in groups:
             self._hook_activations(model)
         self._all = [self._parameters, *self._hooked]
@@ -159,7 +161,7 @@ class Monitor:
             if kind:
                 instrument = ins.Activations(name, kind)
                 self._hooked.append(instrument)
-                self._handles.append(module.register_forward_hook(self._saver(instrument)))
+                self._handles.append(module.register_forward_hook(_Hook(self._saver(instrument))))
 
     # --- hooks: each one guarded, so no failure reaches the user's loop ---------------
     def _before_step(self, optimizer, args, kwargs) -> None:
@@ -432,6 +434,23 @@ class Monitor:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _Hook(functools.partial):
+    """A hook the monitor adds to the model or the optimizer.  A copy of either
+    (`copy.deepcopy`, e.g. for an EMA of the weights; `pickle`, `torch.save(model)`)
+    gets one that does nothing: the monitor watches what it was given, and copying
+    the monitor along would copy its buffers and fail on the graph its hooks hold."""
+
+    def __deepcopy__(self, memo) -> "_Hook":
+        return _Hook(_nothing)
+
+    def __reduce__(self):
+        return _Hook, (_nothing,)
+
+
+def _nothing(*args) -> None:
+    return None
 
 
 def _read_losses(steps: list[_Step]) -> None:
