@@ -146,6 +146,7 @@ class Monitor:
                             STATE_COLUMNS)
         self._pending: list[_Step] = []
         self._stepped = False  # has the optimizer stepped since the last record?
+        self._paused = False  # in a closure's re-evaluation: not observed (`_closure_step`)
         self._count = 0  # steps recorded so far
         self._lr = _NAN
         self._lowp = 0.0
@@ -164,7 +165,37 @@ class Monitor:
                 self._handles.append(module.register_forward_hook(_Hook(self._saver(instrument))))
 
     # --- hooks: each one guarded, so no failure reaches the user's loop ---------------
-    def _before_step(self, optimizer, args, kwargs) -> None:
+    def _before_step(self, optimizer, args, kwargs):
+        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)  # args[0]: optimizer
+        if closure is not None and not self._unobserved():
+            return self._closure_step(optimizer, closure, args, kwargs)
+        self._observe_step(optimizer)
+        return None
+
+    def _closure_step(self, optimizer, closure, args, kwargs) -> tuple[tuple, dict]:
+        """`optimizer.step(closure)` computes the gradients inside the step, after this
+        hook: they are taken after the closure's first evaluation, at the weights the
+        step starts from.  Its later evaluations (LBFGS's line search) are the step's own
+        work on the same batch, not more batches: the hooks do not observe them."""
+        calls = 0
+
+        def observed(*a, **kw):
+            nonlocal calls
+            calls += 1
+            if calls > 1:
+                self._paused = True
+                try:
+                    return closure(*a, **kw)
+                finally:
+                    self._paused = False
+            loss = closure(*a, **kw)
+            self._observe_step(optimizer)
+            return loss
+        if "closure" in kwargs:
+            return args, {**kwargs, "closure": observed}
+        return (args[0], observed, *args[2:]), kwargs
+
+    def _observe_step(self, optimizer) -> None:
         if self._unobserved():
             self._lr = ins.first_lr(optimizer)  # economy: nothing else to take here
             self._stepped = True
@@ -193,12 +224,14 @@ class Monitor:
         PyTorch Lightning does), where a step pre-hook would run before the closure:
         create the monitor with `hook_optimizer=False` and call this after the
         closure's backward (Lightning: `on_before_optimizer_step`)."""
-        self._before_step(self._optimizer, (), {})
+        self._observe_step(self._optimizer)
 
     def _see_input(self, module, args, kwargs) -> None:
         """The model's input batch, before the forward: the activation hooks need to
         know whether it is one unbatched sample.  Evaluation inputs too, for
         `eval_input_shift` only."""
+        if self._paused:
+            return
         self._guarded(self._inputs, (args, kwargs))
         # a training pass: the inputs instrument has just copied the batch
         copied = torch.is_grad_enabled() and self._inputs not in self._off
@@ -210,7 +243,7 @@ class Monitor:
 
     def _saw_backward(self, grad) -> None:
         """A backward pass reached the watched parameter (its gradient not yet added)."""
-        if self._carried not in self._off and not self._count % self._interval:
+        if self._carried not in self._off and not self._count % self._interval and not self._paused:
             try:
                 self._carried.see()
             except Exception as exc:  # noqa: BLE001 - never fail inside the user's backward
@@ -224,7 +257,7 @@ class Monitor:
     def _guarded(self, instrument: ins.Instrument, seen, *more) -> None:
         """Hand a forward tensor to an instrument; only forward passes that build a
         graph count."""
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() and not self._paused:
             self._contained(instrument, seen, *more)
 
     def _contained(self, instrument: ins.Instrument, *seen) -> None:
