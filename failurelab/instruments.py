@@ -10,6 +10,7 @@ columns read NaN from then on, while the others keep recording.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
 from collections.abc import Mapping
@@ -323,6 +324,7 @@ class Outputs(Instrument):
         self.report = report  # report(instrument, exc): the gradient hook runs in backward
         self.current = self.grad = None
         self.backwards = 0  # gradients that reached an output since the last step
+        self.seen = 0  # outputs seen so far: which one a gradient belongs to
         self.stepped = None  # how many the last optimizer step was built from
 
     def see(self, output) -> None:
@@ -335,17 +337,22 @@ class Outputs(Instrument):
                 return
         self.current = output.detach()
         if output.requires_grad:
-            output.register_hook(self._guarded_grad)
+            self.seen += 1
+            output.register_hook(functools.partial(self._guarded_grad, self.seen))
 
-    def _guarded_grad(self, grad: torch.Tensor) -> None:
+    def _guarded_grad(self, seen: int, grad: torch.Tensor) -> None:
         try:
-            self.keep_grad(grad)
+            self.keep_grad(grad, seen)
         except Exception as exc:  # noqa: BLE001 - never fail inside the user's backward
             self.report(self, exc)
 
-    def keep_grad(self, grad: torch.Tensor) -> None:
-        self.grad = grad
-        self.backwards += 1
+    def keep_grad(self, grad: torch.Tensor, seen: int) -> None:
+        """Only the gradient of the latest output, the one `current` holds: a step that
+        runs the model twice before one backward (two views, a batch of negatives)
+        pairs its output with its own gradient, not with the other pass's."""
+        if seen == self.seen:
+            self.grad = grad
+            self.backwards += 1
 
     def at_step(self) -> None:
         """The optimizer is stepping: close the count of backward passes it used."""

@@ -3,6 +3,7 @@ unoptimised parameters, skipped steps), each against a value computed by hand.""
 
 import dataclasses
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -11,6 +12,7 @@ import torch
 from torch import nn
 
 import failurelab as fl
+from failurelab.monitor import MonitorWarning
 
 
 def _train(model, opt, batches, loss_fn, *, scheduler=None, scaler=None, preset="full"):
@@ -633,3 +635,31 @@ def test_a_packed_sequence_input_is_read_as_its_padded_batch():
     columns = ["input_absmax", "input_std_ratio", "input_nonfinite", "batch_size"]
     assert (packed["batch_size"] == 6).all()
     pd.testing.assert_frame_equal(packed[columns], padded[columns])
+
+
+def test_two_passes_of_different_sizes_before_one_backward_pair_each_output_with_its_gradient():
+    """A batch of negatives, then the batch itself, through the model before one
+    backward: the output columns are the latest pass's, read with its own gradient
+    (the negatives' gradient, of another shape, used to switch the instrument off)."""
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(5)
+    stds = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MonitorWarning)
+        with fl.Monitor(model, opt) as mon:
+            for _ in range(5):
+                x, y = torch.randn(8, 4, generator=g), torch.randint(0, 3, (8,), generator=g)
+                opt.zero_grad()
+                negatives = model(torch.randn(5, 4, generator=g))
+                out = model(x)
+                loss = nn.functional.cross_entropy(out, y) + 0.1 * negatives.logsumexp(1).mean()
+                loss.backward()
+                opt.step()
+                stds.append(out.detach().double().std(unbiased=False).item())
+                mon.record(loss)
+        h = mon.history
+    assert not mon.stopped
+    assert h["output_std"].tolist() == pytest.approx(stds, rel=1e-5)
+    assert np.allclose(h["loss_weight"], 1.0) and (h["output_backwards"] == 1).all()
