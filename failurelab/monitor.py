@@ -122,7 +122,8 @@ class Monitor:
         # instruments fed by hooks in the forward or backward pass, one payload per step
         self._carried = ins.Carried(self._params[-1])
         self._hooked: list[ins.Instrument] = [self._carried]
-        self._handles.append(self._params[-1].register_hook(self._saw_backward))
+        self._watch = self._params[-1].register_hook(self._saw_backward)
+        self._handles.append(self._watch)
         self._inputs = None
         if "inputs" in groups:
             self._inputs, self._outputs = ins.Inputs(), ins.Outputs(self._stop)
@@ -204,6 +205,9 @@ class Monitor:
             if instrument not in self._off:
                 try:
                     instrument.at_step()
+                    if (instrument is self._carried and instrument.stepped is None
+                            and not self._count % self._interval):
+                        self._watch_another()
                 except Exception as exc:  # noqa: BLE001 - containment is the point
                     self._stop(instrument, exc)
         try:
@@ -216,6 +220,19 @@ class Monitor:
         except Exception as exc:  # noqa: BLE001 - containment is the point
             self._stop(self._parameters, exc)
         self._stepped = True
+
+    def _watch_another(self) -> None:
+        """No backward reached the watched parameter before this step (an unused pooler,
+        a frozen head, `backward(inputs=...)`): from now on `grad_carried` watches the
+        last trainable parameter that holds a gradient."""
+        param = next((p for p in reversed(self._params) if p.requires_grad
+                      and p.grad is not None and p is not self._carried.param), None)
+        if param is not None:
+            self._handles.remove(self._watch)
+            self._watch.remove()
+            self._carried.param = param
+            self._watch = param.register_hook(self._saw_backward)
+            self._handles.append(self._watch)
 
     def before_step(self) -> None:
         """Take the gradients and weights now, as the optimizer is about to step.

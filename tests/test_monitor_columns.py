@@ -311,6 +311,33 @@ def test_a_second_loss_before_zeroing_does_not_count_as_carried():
         assert mon.history["grad_carried"].tolist() == [0.0] * 6
 
 
+@pytest.mark.parametrize("zero, carried", [(True, 0.0), (False, 1.0)])
+@pytest.mark.parametrize("why", ["unused pooler", "backward(inputs=...)"])
+def test_a_last_parameter_no_backward_reaches_hands_the_watch_to_one_it_does(why, zero, carried):
+    """The watched parameter is the last trainable one; when it never gets a gradient
+    (an unused pooler, a `backward(inputs=...)` that leaves it out) the first step reads
+    NaN and the watch moves to the last parameter holding a gradient."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3), nn.Linear(3, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    with fl.Monitor(model, opt) as mon:
+        for step in range(8):
+            if zero or step == 0:
+                opt.zero_grad()
+            x, y = torch.randn(16, 4, generator=g), torch.randint(0, 3, (16,), generator=g)
+            if why == "unused pooler":  # the last layer is never called
+                nn.functional.cross_entropy(model[:3](x), y).backward()
+            else:
+                loss = nn.functional.cross_entropy(model(x), y)
+                loss.backward(inputs=list(model[:3].parameters()))
+            opt.step()
+            mon.record(1.0)
+        h = mon.history
+    assert math.isnan(h["grad_carried"].iloc[0])
+    assert h["grad_carried"].iloc[1:].tolist() == [carried] * 7
+
+
 def test_a_step_without_backward_reaching_the_watched_parameter_is_nan():
     model = nn.Linear(2, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
