@@ -9,11 +9,15 @@ columns read NaN from then on, while the others keep recording.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
+from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
 
 from . import probes
 from .buffers import ChainBuffers, SampleBuffers
@@ -139,10 +143,39 @@ class Parameters(Instrument):
 
 
 def model_input(args: tuple, kwargs: dict) -> torch.Tensor | None:
-    """The model's input batch: its first tensor argument (positional first)."""
+    """The model's input batch: its first tensor argument (positional first), looking
+    one level into an argument that holds tensors (a batch dict `{"x": ..., "mask":
+    ...}`, see `first_tensor`).  A `PackedSequence` is read padded, (batch, time, ...),
+    as the loop would have passed it unpacked: its packed rows are time steps, not
+    samples."""
     if args and isinstance(args[0], torch.Tensor):
         return args[0]
-    return next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, PackedSequence):
+            with torch.no_grad():
+                return pad_packed_sequence(a, batch_first=True)[0]
+        x = first_tensor(a)
+        if x is not None:
+            return x
+    return None
+
+
+def first_tensor(value) -> torch.Tensor | None:
+    """`value` if it is a tensor; else the first tensor with a batch dimension among its
+    items, one level deep: a tuple or list (`(logits, hidden)`), a dict's values (a
+    batch dict, or a HuggingFace `ModelOutput`, whose 0-d loss comes before the
+    logits), a dataclass's fields."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, Mapping):
+        items = value.values()
+    elif isinstance(value, (tuple, list)):
+        items = value
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items = (getattr(value, f.name) for f in dataclasses.fields(value))
+    else:
+        return None
+    return next((t for t in items if isinstance(t, torch.Tensor) and t.dim() > 0), None)
 
 
 class Inputs(Instrument):
@@ -291,23 +324,35 @@ class Outputs(Instrument):
         self.report = report  # report(instrument, exc): the gradient hook runs in backward
         self.current = self.grad = None
         self.backwards = 0  # gradients that reached an output since the last step
+        self.seen = 0  # outputs seen so far: which one a gradient belongs to
         self.stepped = None  # how many the last optimizer step was built from
 
     def see(self, output) -> None:
-        if isinstance(output, torch.Tensor):
-            self.current = output.detach()
-            if output.requires_grad:
-                output.register_hook(self._guarded_grad)
+        """The output tensor: the model's output, or the first tensor with a batch
+        dimension in a tuple, dict or dataclass it returns (`first_tensor`: the logits
+        of a HuggingFace `ModelOutput`)."""
+        if not isinstance(output, torch.Tensor):
+            output = first_tensor(output)
+            if output is None:
+                return
+        self.current = output.detach()
+        if output.requires_grad:
+            self.seen += 1
+            output.register_hook(functools.partial(self._guarded_grad, self.seen))
 
-    def _guarded_grad(self, grad: torch.Tensor) -> None:
+    def _guarded_grad(self, seen: int, grad: torch.Tensor) -> None:
         try:
-            self.keep_grad(grad)
+            self.keep_grad(grad, seen)
         except Exception as exc:  # noqa: BLE001 - never fail inside the user's backward
             self.report(self, exc)
 
-    def keep_grad(self, grad: torch.Tensor) -> None:
-        self.grad = grad
-        self.backwards += 1
+    def keep_grad(self, grad: torch.Tensor, seen: int) -> None:
+        """Only the gradient of the latest output, the one `current` holds: a step that
+        runs the model twice before one backward (two views, a batch of negatives)
+        pairs its output with its own gradient, not with the other pass's."""
+        if seen == self.seen:
+            self.grad = grad
+            self.backwards += 1
 
     def at_step(self) -> None:
         """The optimizer is stepping: close the count of backward passes it used."""

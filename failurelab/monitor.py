@@ -30,6 +30,7 @@ with one warning (`Monitor.stopped` says which, when and why) and the others go 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,12 +117,13 @@ class Monitor:
         self._chunk = max(1, min(CHUNK_STEPS, CHUNK_BYTES // (16 * _numel(self._params))))
         self._parameters = ins.Parameters(self._params, [n for n, _ in named], self._chunk,
                                           "layers" in groups, self._interval)
-        self._handles = ([optimizer.register_step_pre_hook(self._before_step)]
+        self._handles = ([optimizer.register_step_pre_hook(_Hook(self._before_step))]
                          if hook_optimizer else [])
         # instruments fed by hooks in the forward or backward pass, one payload per step
         self._carried = ins.Carried(self._params[-1])
         self._hooked: list[ins.Instrument] = [self._carried]
-        self._handles.append(self._params[-1].register_hook(self._saw_backward))
+        self._watch = self._params[-1].register_hook(self._saw_backward)
+        self._handles.append(self._watch)
         self._inputs = None
         if "inputs" in groups:
             self._inputs, self._outputs = ins.Inputs(), ins.Outputs(self._stop)
@@ -129,8 +131,9 @@ class Monitor:
             # a graph (evaluation): `_see_input` hands it every pass
             self._eval_inputs = EvalInputs()
             self._hooked += [self._inputs, self._outputs, self._eval_inputs]
-            self._handles += [model.register_forward_pre_hook(self._see_input, with_kwargs=True),
-                              model.register_forward_hook(self._see_output)]
+            self._handles += [model.register_forward_pre_hook(_Hook(self._see_input),
+                                                              with_kwargs=True),
+                              model.register_forward_hook(_Hook(self._see_output))]
         if "activations" in groups:
             self._hook_activations(model)
         self._all = [self._parameters, *self._hooked]
@@ -144,6 +147,7 @@ class Monitor:
                             STATE_COLUMNS)
         self._pending: list[_Step] = []
         self._stepped = False  # has the optimizer stepped since the last record?
+        self._paused = False  # in a closure's re-evaluation: not observed (`_closure_step`)
         self._count = 0  # steps recorded so far
         self._lr = _NAN
         self._lowp = 0.0
@@ -159,10 +163,40 @@ class Monitor:
             if kind:
                 instrument = ins.Activations(name, kind)
                 self._hooked.append(instrument)
-                self._handles.append(module.register_forward_hook(self._saver(instrument)))
+                self._handles.append(module.register_forward_hook(_Hook(self._saver(instrument))))
 
     # --- hooks: each one guarded, so no failure reaches the user's loop ---------------
-    def _before_step(self, optimizer, args, kwargs) -> None:
+    def _before_step(self, optimizer, args, kwargs):
+        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)  # args[0]: optimizer
+        if closure is not None and not self._unobserved():
+            return self._closure_step(optimizer, closure, args, kwargs)
+        self._observe_step(optimizer)
+        return None
+
+    def _closure_step(self, optimizer, closure, args, kwargs) -> tuple[tuple, dict]:
+        """`optimizer.step(closure)` computes the gradients inside the step, after this
+        hook: they are taken after the closure's first evaluation, at the weights the
+        step starts from.  Its later evaluations (LBFGS's line search) are the step's own
+        work on the same batch, not more batches: the hooks do not observe them."""
+        calls = 0
+
+        def observed(*a, **kw):
+            nonlocal calls
+            calls += 1
+            if calls > 1:
+                self._paused = True
+                try:
+                    return closure(*a, **kw)
+                finally:
+                    self._paused = False
+            loss = closure(*a, **kw)
+            self._observe_step(optimizer)
+            return loss
+        if "closure" in kwargs:
+            return args, {**kwargs, "closure": observed}
+        return (args[0], observed, *args[2:]), kwargs
+
+    def _observe_step(self, optimizer) -> None:
         if self._unobserved():
             self._lr = ins.first_lr(optimizer)  # economy: nothing else to take here
             self._stepped = True
@@ -171,6 +205,9 @@ class Monitor:
             if instrument not in self._off:
                 try:
                     instrument.at_step()
+                    if (instrument is self._carried and instrument.stepped is None
+                            and not self._count % self._interval):
+                        self._watch_another()
                 except Exception as exc:  # noqa: BLE001 - containment is the point
                     self._stop(instrument, exc)
         try:
@@ -184,6 +221,19 @@ class Monitor:
             self._stop(self._parameters, exc)
         self._stepped = True
 
+    def _watch_another(self) -> None:
+        """No backward reached the watched parameter before this step (an unused pooler,
+        a frozen head, `backward(inputs=...)`): from now on `grad_carried` watches the
+        last trainable parameter that holds a gradient."""
+        param = next((p for p in reversed(self._params) if p.requires_grad
+                      and p.grad is not None and p is not self._carried.param), None)
+        if param is not None:
+            self._handles.remove(self._watch)
+            self._watch.remove()
+            self._carried.param = param
+            self._watch = param.register_hook(self._saw_backward)
+            self._handles.append(self._watch)
+
     def before_step(self) -> None:
         """Take the gradients and weights now, as the optimizer is about to step.
 
@@ -191,12 +241,14 @@ class Monitor:
         PyTorch Lightning does), where a step pre-hook would run before the closure:
         create the monitor with `hook_optimizer=False` and call this after the
         closure's backward (Lightning: `on_before_optimizer_step`)."""
-        self._before_step(self._optimizer, (), {})
+        self._observe_step(self._optimizer)
 
     def _see_input(self, module, args, kwargs) -> None:
         """The model's input batch, before the forward: the activation hooks need to
         know whether it is one unbatched sample.  Evaluation inputs too, for
         `eval_input_shift` only."""
+        if self._paused:
+            return
         self._guarded(self._inputs, (args, kwargs))
         # a training pass: the inputs instrument has just copied the batch
         copied = torch.is_grad_enabled() and self._inputs not in self._off
@@ -208,7 +260,7 @@ class Monitor:
 
     def _saw_backward(self, grad) -> None:
         """A backward pass reached the watched parameter (its gradient not yet added)."""
-        if self._carried not in self._off and not self._count % self._interval:
+        if self._carried not in self._off and not self._count % self._interval and not self._paused:
             try:
                 self._carried.see()
             except Exception as exc:  # noqa: BLE001 - never fail inside the user's backward
@@ -222,7 +274,7 @@ class Monitor:
     def _guarded(self, instrument: ins.Instrument, seen, *more) -> None:
         """Hand a forward tensor to an instrument; only forward passes that build a
         graph count."""
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() and not self._paused:
             self._contained(instrument, seen, *more)
 
     def _contained(self, instrument: ins.Instrument, *seen) -> None:
@@ -432,6 +484,23 @@ class Monitor:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _Hook(functools.partial):
+    """A hook the monitor adds to the model or the optimizer.  A copy of either
+    (`copy.deepcopy`, e.g. for an EMA of the weights; `pickle`, `torch.save(model)`)
+    gets one that does nothing: the monitor watches what it was given, and copying
+    the monitor along would copy its buffers and fail on the graph its hooks hold."""
+
+    def __deepcopy__(self, memo) -> "_Hook":
+        return _Hook(_nothing)
+
+    def __reduce__(self):
+        return _Hook, (_nothing,)
+
+
+def _nothing(*args) -> None:
+    return None
 
 
 def _read_losses(steps: list[_Step]) -> None:

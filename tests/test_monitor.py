@@ -367,3 +367,35 @@ def test_a_loss_read_later_gives_the_same_history(monkeypatch):
     later = _monitored_rows(twin, batches, lr=0.5, read_after=(3,))
     assert later["loss"].tolist() == now["loss"].tolist()
     assert later.drop(columns="loss").equals(now.drop(columns="loss"))
+
+
+def test_a_copy_of_the_monitored_model_trains_without_the_monitor():
+    """An EMA or teacher made with `copy.deepcopy(model)`, or a pickled model, gets
+    hooks that do nothing: copying works, and the copy's passes do not reach the history."""
+    import copy
+    import io
+    import pickle
+
+    torch.manual_seed(0)
+    model = TwoLayer()
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    mon = fl.Monitor(model, opt)
+    ema = None
+    for step, (x, y) in enumerate(_batches(8)):
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        if step == 3:
+            ema = copy.deepcopy(model)
+            torch.save(model, io.BytesIO())
+            unpickled = pickle.loads(pickle.dumps(model))
+        if ema is not None:  # the copy's pass, with a graph, between step and record
+            ema(torch.full((5, 3), 1e4)).sum().backward()
+        mon.record(loss)
+    h = mon.history
+    mon.close()
+    assert not mon.stopped
+    assert (h["batch_size"] == 16).all() and (h["input_absmax"] < 1e3).all()
+    assert torch.equal(unpickled(x), model.__class__.forward(unpickled, x))
+    assert all(p.grad is not None for p in ema.parameters())

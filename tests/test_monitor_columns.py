@@ -1,14 +1,18 @@
 """The Monitor columns other tools rely on (lr, low precision, output distributions,
 unoptimised parameters, skipped steps), each against a value computed by hand."""
 
+import dataclasses
 import math
+import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from torch import nn
 
 import failurelab as fl
+from failurelab.monitor import MonitorWarning
 
 
 def _train(model, opt, batches, loss_fn, *, scheduler=None, scaler=None, preset="full"):
@@ -307,6 +311,33 @@ def test_a_second_loss_before_zeroing_does_not_count_as_carried():
         assert mon.history["grad_carried"].tolist() == [0.0] * 6
 
 
+@pytest.mark.parametrize("zero, carried", [(True, 0.0), (False, 1.0)])
+@pytest.mark.parametrize("why", ["unused pooler", "backward(inputs=...)"])
+def test_a_last_parameter_no_backward_reaches_hands_the_watch_to_one_it_does(why, zero, carried):
+    """The watched parameter is the last trainable one; when it never gets a gradient
+    (an unused pooler, a `backward(inputs=...)` that leaves it out) the first step reads
+    NaN and the watch moves to the last parameter holding a gradient."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3), nn.Linear(3, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    with fl.Monitor(model, opt) as mon:
+        for step in range(8):
+            if zero or step == 0:
+                opt.zero_grad()
+            x, y = torch.randn(16, 4, generator=g), torch.randint(0, 3, (16,), generator=g)
+            if why == "unused pooler":  # the last layer is never called
+                nn.functional.cross_entropy(model[:3](x), y).backward()
+            else:
+                loss = nn.functional.cross_entropy(model(x), y)
+                loss.backward(inputs=list(model[:3].parameters()))
+            opt.step()
+            mon.record(1.0)
+        h = mon.history
+    assert math.isnan(h["grad_carried"].iloc[0])
+    assert h["grad_carried"].iloc[1:].tolist() == [carried] * 7
+
+
 def test_a_step_without_backward_reaching_the_watched_parameter_is_nan():
     model = nn.Linear(2, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -529,3 +560,133 @@ def test_evaluation_inputs_of_another_shape_are_not_compared():
         assert seen.take(False) is None
         seen.see(model, ((torch.randn(16, 4),), {}))
     assert seen.take(False) is not None
+
+
+class _Wrapping(nn.Module):
+    """One classifier; `kind` says how its output, or its input, is packaged."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind, self.fc, self.head = kind, nn.Linear(4, 6), nn.Linear(6, 3)
+
+    def forward(self, x, y=None):
+        if self.kind == "dict input":
+            x = x["features"]
+        logits = self.head(torch.tanh(self.fc(x)))
+        loss = nn.functional.cross_entropy(logits, y)
+        if self.kind == "model output":  # HuggingFace: a dict subclass, its 0-d loss first
+            return _ModelOutput(loss=loss, logits=logits)
+        if self.kind == "tuple":
+            return logits, torch.tanh(self.fc(x))
+        if self.kind == "dataclass":
+            return _Output(logits)
+        return logits  # "tensor", "dict input"
+
+
+class _ModelOutput(dict):
+    pass
+
+
+@dataclasses.dataclass
+class _Output:
+    logits: torch.Tensor
+
+
+def _wrapped_history(kind):
+    torch.manual_seed(6)
+    model = _Wrapping(kind)
+    opt = torch.optim.SGD(model.parameters(), lr=0.3)
+    g = torch.Generator().manual_seed(7)
+    with fl.Monitor(model, opt) as mon:
+        for _ in range(6):
+            x, y = torch.randn(8, 4, generator=g) * 3, torch.randint(0, 3, (8,), generator=g)
+            opt.zero_grad()
+            out = model({"features": x} if kind == "dict input" else x, y=y)
+            logits = (out if isinstance(out, torch.Tensor) else out[0] if isinstance(out, tuple)
+                      else out["logits"] if isinstance(out, dict) else out.logits)
+            loss = nn.functional.cross_entropy(logits, y)
+            loss.backward()
+            opt.step()
+            mon.record(loss)
+    return mon.history
+
+
+@pytest.mark.parametrize("kind", ["model output", "tuple", "dataclass", "dict input"])
+def test_outputs_and_inputs_packaged_in_containers_read_like_plain_tensors(kind):
+    """A model returning a dict, a tuple or a dataclass is read by its first tensor with a
+    batch dimension (the logits, not a ModelOutput's 0-d loss); a batch dict is read by
+    its first tensor: the same columns as the plain tensors give."""
+    plain, packaged = _wrapped_history("tensor"), _wrapped_history(kind)
+    columns = ["output_std", "output_grad_min", "loss_weight", "output_backwards",
+               "input_absmax", "input_std_ratio", "batch_size"]
+    assert plain[columns].notna().all().all()
+    assert np.allclose(plain["loss_weight"], 1.0) and (plain["batch_size"] == 8).all()
+    pd.testing.assert_frame_equal(packaged[columns], plain[columns])
+
+
+def test_a_packed_sequence_input_is_read_as_its_padded_batch():
+    """A GRU given a PackedSequence: its packed rows are time steps, so it is read padded
+    (batch, time, features), as the same loop passing the padded batch reads."""
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    class Reader(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gru, self.fc = nn.GRU(3, 5, batch_first=True), nn.Linear(5, 2)
+
+        def forward(self, x, lengths=None):
+            if lengths is not None:
+                x = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+            return self.fc(self.gru(x)[1][-1])
+
+    def run(packed):
+        torch.manual_seed(8)
+        model = Reader()
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        g = torch.Generator().manual_seed(9)
+        with fl.Monitor(model, opt) as mon:
+            for _ in range(5):
+                x, y = torch.randn(6, 4, 3, generator=g) * 2, torch.randint(0, 2, (6,), generator=g)
+                lengths = torch.tensor([4, 4, 3, 2, 4, 1])
+                x = x * (torch.arange(4)[None, :, None] < lengths[:, None, None])  # zero padding
+                opt.zero_grad()
+                args = ((pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False),)
+                        if packed else (x, lengths))
+                loss = nn.functional.cross_entropy(model(*args), y)
+                loss.backward()
+                opt.step()
+                mon.record(loss)
+        return mon.history
+
+    padded, packed = run(False), run(True)
+    columns = ["input_absmax", "input_std_ratio", "input_nonfinite", "batch_size"]
+    assert (packed["batch_size"] == 6).all()
+    pd.testing.assert_frame_equal(packed[columns], padded[columns])
+
+
+def test_two_passes_of_different_sizes_before_one_backward_pair_each_output_with_its_gradient():
+    """A batch of negatives, then the batch itself, through the model before one
+    backward: the output columns are the latest pass's, read with its own gradient
+    (the negatives' gradient, of another shape, used to switch the instrument off)."""
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(5)
+    stds = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MonitorWarning)
+        with fl.Monitor(model, opt) as mon:
+            for _ in range(5):
+                x, y = torch.randn(8, 4, generator=g), torch.randint(0, 3, (8,), generator=g)
+                opt.zero_grad()
+                negatives = model(torch.randn(5, 4, generator=g))
+                out = model(x)
+                loss = nn.functional.cross_entropy(out, y) + 0.1 * negatives.logsumexp(1).mean()
+                loss.backward()
+                opt.step()
+                stds.append(out.detach().double().std(unbiased=False).item())
+                mon.record(loss)
+        h = mon.history
+    assert not mon.stopped
+    assert h["output_std"].tolist() == pytest.approx(stds, rel=1e-5)
+    assert np.allclose(h["loss_weight"], 1.0) and (h["output_backwards"] == 1).all()

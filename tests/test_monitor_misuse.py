@@ -166,3 +166,44 @@ def test_a_closure_loop_can_hand_over_its_gradients_itself():
     hooked, handed = run(False), run(True)
     for column in ("grad_norm", "update_ratio", "grad_cosine", "step_skipped"):
         assert handed[column].tolist() == pytest.approx(hooked[column].tolist(), nan_ok=True)
+
+
+def test_an_lbfgs_closure_is_read_at_its_first_evaluation_and_once_per_step():
+    """optimizer.step(closure) computes the gradients after the step pre-hook: they are
+    taken after the closure's first evaluation (not the previous step's), and LBFGS's
+    further evaluations of the same batch are not more batches or micro-batches."""
+    def run(monitored):
+        model, _ = _setup(3)
+        opt = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=4)
+        mon = fl.Monitor(model, opt) if monitored else None
+        g = torch.Generator().manual_seed(5)
+        ref = []
+        for _ in range(6):
+            x = torch.randn(8, 4, generator=g)
+            first = []
+
+            def closure():
+                opt.zero_grad()
+                loss = model(x).pow(2).mean()
+                loss.backward()
+                if not first:
+                    first.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
+                return loss
+            before = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+            loss = opt.step(closure)
+            after = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+            ref.append({"loss": loss.item(), "grad_norm": first[0].double().norm().item(),
+                        "update_norm": (after - before).double().norm().item()})
+            if mon is not None:
+                mon.record(loss)
+        return ref, mon
+    plain, _ = run(False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MonitorWarning)
+        ref, mon = run(True)
+        h = mon.history
+    assert [r["loss"] for r in ref] == [r["loss"] for r in plain]
+    for column in ("grad_norm", "update_norm"):
+        assert h[column].tolist() == pytest.approx([r[column] for r in ref], rel=1e-5)
+    assert (h["batch_size"] == 8).all() and (h["output_backwards"] == 1).all()
+    assert (h["grad_carried"] == 0).all() and (h["step_skipped"] == 0).all()
