@@ -102,7 +102,7 @@ def run(recipe_or_name: Recipe | str, *, seed: int = 0, steps: int | None = None
     if steps is not None:
         recipe = recipe.replace(steps=steps)
     check_seed(seed)
-    device = torch.device(device)
+    device = _usable(device)
     stored = runcache.key(recipe, seed, preset, threads, str(device))
     done = runcache.load(stored)  # a verification session's notebooks share runs
     if done is not None:
@@ -216,6 +216,16 @@ def evaluate(model: nn.Module, val, recipe: Recipe) -> dict[str, float]:
                                            .abs().amax(-1).mean())
     model.train()
     return out
+
+
+def _usable(device: str | torch.device) -> torch.device:
+    """`device` as a torch.device, or a clear error before anything is built."""
+    try:
+        device = torch.device(device)
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError, TypeError) as error:
+        raise ValueError(f"device {str(device)!r} cannot be used here ({error})") from None
+    return device
 
 
 def _device(model: nn.Module) -> torch.device:

@@ -136,6 +136,12 @@ def test_a_run_on_a_named_device_is_the_same_run():
     assert _without_timing(named.history).equals(_without_timing(default.history))
 
 
+@pytest.mark.parametrize("device", ["gpu0", "meta:x"] + ([] if torch.cuda.is_available() else ["cuda"]))
+def test_a_device_that_cannot_be_used_is_a_clear_error(device):
+    with pytest.raises(ValueError, match="cannot be used here"):
+        fl.run("tabular", steps=2, device=device)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_float16_without_scaling_shows_its_signature_under_cuda_autocast():
     """The lab's fault under CUDA autocast, the lab's loop unchanged (see
