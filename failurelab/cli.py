@@ -96,6 +96,7 @@ def cmd_run(args) -> int:
     failurelab run huge_lr
     failurelab run no_zero_grad --seed 3 --plot cmp.png --save no_zero_grad.csv
     failurelab run sequence --steps 100
+    failurelab run fp16_no_scaling --device cuda
     """
     from .diagnosis import diagnose
     from .report import comparison, measure, verdict
@@ -105,8 +106,8 @@ def cmd_run(args) -> int:
         return _run_baseline(args)
     fault = fault_named(args.name)
     _check_outputs(args)
-    healthy = train(fault.task, seed=args.seed, steps=args.steps)
-    faulty = train(fault.name, seed=args.seed, steps=args.steps)
+    healthy = train(fault.task, seed=args.seed, steps=args.steps, device=args.device)
+    faulty = train(fault.name, seed=args.seed, steps=args.steps, device=args.device)
     rows, fired, baseline_fired = measure(fault, faulty.history, healthy.history, args.lang)
     print(f"{fault.name}: {fault.text('title', args.lang)}")
     print(says("run_head", args, task=fault.task, seed=args.seed, steps=len(faulty.history),
@@ -127,7 +128,7 @@ def _run_baseline(args) -> int:
     from .train import run as train
 
     _check_outputs(args)
-    result = train(args.name, seed=args.seed, steps=args.steps)
+    result = train(args.name, seed=args.seed, steps=args.steps, device=args.device)
     print(says("baseline_head", args, task=args.name, seed=args.seed) + "\n")
     print(table(heads("measure_heads", args), [(k, _num(v)) for k, v in result.summary.items()]))
     print("\n" + says("diagnosis", args))
@@ -400,6 +401,16 @@ def _whole(text: str, low: int, high: int) -> int:
     return value
 
 
+def _device(text: str):
+    """A device this machine can train on (torch is imported only when one is named)."""
+    from .train import usable_device
+
+    try:
+        return usable_device(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _seed(text: str) -> int:
     """A seed the lab can use (0 to 2**63 - 1), checked before anything runs."""
     try:
@@ -480,6 +491,8 @@ def _add_options(p: dict[str, argparse.ArgumentParser]) -> None:
     p["run"].add_argument("--seed", type=_seed, default=0, help="default: 0")
     p["run"].add_argument("--steps", type=_steps, help="optimizer steps (default: the "
                                                           "recipe's, 300)")
+    p["run"].add_argument("--device", type=_device, default="cpu",
+                          help="train on this device, e.g. cuda (default: cpu)")
     p["run"].add_argument("--plot", metavar="PNG", help="write the comparison plot here")
     p["run"].add_argument("--save", metavar="CSV", help="write the faulty run's history here")
     p["verify"].add_argument("--seeds", default="0-9", help="e.g. 0-9 or 0,3,7 (default: 0-9)")

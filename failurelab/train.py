@@ -102,7 +102,7 @@ def run(recipe_or_name: Recipe | str, *, seed: int = 0, steps: int | None = None
     if steps is not None:
         recipe = recipe.replace(steps=steps)
     check_seed(seed)
-    device = _usable(device)
+    device = usable_device(device)
     stored = runcache.key(recipe, seed, preset, threads, str(device))
     done = runcache.load(stored)  # a verification session's notebooks share runs
     if done is not None:
@@ -218,7 +218,7 @@ def evaluate(model: nn.Module, val, recipe: Recipe) -> dict[str, float]:
     return out
 
 
-def _usable(device: str | torch.device) -> torch.device:
+def usable_device(device: str | torch.device) -> torch.device:
     """`device` as a torch.device, or a clear error before anything is built."""
     try:
         device = torch.device(device)

@@ -334,3 +334,12 @@ def test_the_reveal_names_the_fault_and_grades_the_answer(capsys):
     wrong = next(n for n in fl.FAULTS if n != fault)
     status, out, _ = in_process(capsys, "mystery", "--seed", 9, "--reveal", "--answer", wrong)
     assert status == 1 and "not it" in out
+
+
+def test_run_on_a_device_this_machine_lacks_is_a_usage_error(capsys):
+    import torch
+
+    missing = "meta:x" if torch.cuda.is_available() else "cuda"
+    status, _, err = in_process(capsys, "run", "tabular", "--steps", 5, "--device", missing)
+    assert status == 2
+    assert "argument --device" in err and "cannot be used here" in err
