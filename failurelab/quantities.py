@@ -633,9 +633,22 @@ def train_val_acc_gap(h):
 
 
 def train_eval_loss_gap(h):
-    """Training loss over the last 20% minus the final validation loss: training in
-    train mode (dropout on) against evaluating without it."""
-    return loss_end(h) - _stat(_values(h, "val_loss"), _last)
+    """Training minus validation loss at the same point of training: each validation in
+    the last 20% of the steps against the mean training loss of the MIN_WINDOW steps up
+    to it, the median over those validations.  Training runs in train mode (dropout on,
+    the labels as given), validation without: a gap says the training batches are
+    harder than held-out data.  (The whole late window's mean against the last
+    validation alone measured how far a curve that still moves falls within the window:
+    a forgotten zero_grad's swings read as a gap.)"""
+    train, val = _losses(h), _values(h, "val_loss")
+    if val is None or not len(train):
+        return NAN
+    late = val[val.index >= _tail(train).index[0]]
+    if not len(late):
+        late = val.iloc[-1:]
+    recent = train.rolling(MIN_WINDOW, min_periods=1).mean()
+    gaps = recent.reindex(late.index, method="ffill") - late  # the last step at or before
+    return _median(gaps)
 
 
 

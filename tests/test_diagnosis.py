@@ -126,3 +126,18 @@ def test_the_report_reads_as_text():
     text = str(fl.diagnose(cached_run(fl.inject(fl.baseline(), "no_zero_grad"), 0)))
     assert "shape: diverging" in text and "cause: no_zero_grad" in text
     assert "next experiment:" in text and "confidence:" in text
+
+
+def test_train_minus_validation_loss_compares_the_same_steps():
+    """A loss swinging inside the last 20% (a forgotten zero_grad under Adam) whose
+    validation tracks it has no gap; noisy training labels put the training loss above
+    validation at every evaluation."""
+    from failurelab.quantities import train_eval_loss_gap
+
+    steps = np.arange(200)
+    swinging = 2 + 0.8 * np.sin(steps / 6 + 4.46)  # the last validation at a trough:
+    tracked = curve(swinging, swinging[::10])  # late mean 1.99, last validation 1.20
+    assert abs(train_eval_loss_gap(tracked)) < 0.1  # 5-step means lag the curve: 0.02
+    noisy = curve(np.full(200, 1.0), np.full(20, 0.6))
+    assert train_eval_loss_gap(noisy) == pytest.approx(0.4)
+    assert train_eval_loss_gap(curve([1.0, 0.9], [0.8])) == pytest.approx(0.2)  # 2 steps

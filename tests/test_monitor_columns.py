@@ -690,3 +690,21 @@ def test_two_passes_of_different_sizes_before_one_backward_pair_each_output_with
     assert not mon.stopped
     assert h["output_std"].tolist() == pytest.approx(stds, rel=1e-5)
     assert np.allclose(h["loss_weight"], 1.0) and (h["output_backwards"] == 1).all()
+
+
+def test_heads_concatenated_on_one_axis_are_not_read_as_a_heavy_loss():
+    """Two heads' logits side by side, each a mean cross-entropy: every row has two
+    negative gradient entries, one per head's target.  Divided by one softmax over all
+    seven they would read as a weight of 2 or more (a summed loss); they are not read.
+    One head alone is a softmax cross-entropy and weighs its rows 1 in total."""
+    from failurelab.probes import loss_weights
+
+    torch.manual_seed(0)
+    logits = torch.randn(1, 16, 7) * 3
+    ya, yb = torch.randint(0, 3, (16,)), torch.randint(0, 4, (16,))
+    z = logits.clone().requires_grad_()
+    loss = (nn.functional.cross_entropy(z[0, :, :3], ya)
+            + nn.functional.cross_entropy(z[0, :, 3:], yb))
+    (g,) = torch.autograd.grad(loss, z)
+    assert math.isnan(loss_weights(logits, g).item())
+    assert loss_weights(logits[..., :3], g[..., :3]).item() == pytest.approx(1, rel=1e-5)
