@@ -14,7 +14,7 @@ cannot come from them: it comes from $FAILURELAB_LANG, which a student sets when
 Jupyter (README) and which this sets to "zh" for each item in that folder, the same way.
 
 Notebook items also share one folder of finished runs for the session
-($FAILURELAB_RUN_CACHE, see `failurelab.runcache`): the Chinese edition reads the runs
+($FAILURELAB_RUN_CACHE, see `failurelab.lab.runcache`): the Chinese edition reads the runs
 its English edition computed instead of training them again.  Runs are bitwise
 reproducible, so this changes no output; unit tests never get the folder.
 """
@@ -28,13 +28,13 @@ from pathlib import Path
 
 import pytest
 
-VARIABLE = "FAILURELAB_WORKSHEET_DIR"  # failurelab.worksheet.DIRECTORY_VARIABLE
-LANGUAGE = "FAILURELAB_LANG"  # failurelab.text.ENV
+VARIABLE = "FAILURELAB_WORKSHEET_DIR"  # failurelab.course.worksheet.DIRECTORY_VARIABLE
+LANGUAGE = "FAILURELAB_LANG"  # failurelab.basics.text.ENV
 CHINESE = Path(__file__).resolve().parent / "notebooks" / "zh"
 _SAVED = pytest.StashKey[tuple[str | None, str]]()
 _LANGUAGE = pytest.StashKey[str | None]()
 _FAILED = pytest.StashKey[bool]()
-RUNS = "FAILURELAB_RUN_CACHE"  # failurelab.runcache.VARIABLE
+RUNS = "FAILURELAB_RUN_CACHE"  # failurelab.lab.runcache.VARIABLE
 _RUNS = pytest.StashKey[str]()  # on the config: the session's folder of runs
 _PREVIOUS_RUNS = pytest.StashKey[str | None]()  # on an item: the variable before it
 _RUN_FOLDER = "failurelab_runs"  # the key that hands the folder to xdist workers

@@ -32,7 +32,7 @@ import overhead  # benchmarks/, on the path when run as a script
 import torch
 
 import failurelab as fl
-from failurelab.monitor import CHUNK_STEPS
+from failurelab.telemetry.monitor import CHUNK_STEPS
 
 FP16_FAULTS = ("fp16_no_scaling", "fp16_overflow", "clip_before_unscale")
 AGREE_STEPS = 8  # later steps drift apart by summation order, as two CPUs' would

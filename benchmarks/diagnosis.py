@@ -25,7 +25,7 @@ from collections import Counter, defaultdict
 import pandas as pd
 
 import failurelab as fl
-from failurelab.parallel import worker_pool
+from failurelab.lab.parallel import worker_pool
 
 
 def rule_based(history: pd.DataFrame) -> list[str]:

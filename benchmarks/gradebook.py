@@ -19,10 +19,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from failurelab import FAULTS
-from failurelab.faults import SHAPES
-from failurelab.gradebook import gradebook
-from failurelab.records import Entry, Observation, Prediction
-from failurelab.worksheet import Sheet, dump
+from failurelab.catalogue.faults import SHAPES
+from failurelab.course.gradebook import gradebook
+from failurelab.course.records import Entry, Observation, Prediction
+from failurelab.course.worksheet import Sheet, dump
 
 EXPERIMENTS = list(FAULTS)
 

@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 import failurelab as fl
-from failurelab.parallel import worker_pool
+from failurelab.lab.parallel import worker_pool
 
 
 @dataclass(frozen=True)

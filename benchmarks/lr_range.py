@@ -34,7 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import failurelab as fl  # noqa: E402
 from failurelab import zoo  # noqa: E402
-from failurelab.parallel import worker_pool  # noqa: E402
+from failurelab.basics.recipes import TASKS  # noqa: E402
+from failurelab.lab import lr_range  # noqa: E402
+from failurelab.lab.parallel import worker_pool  # noqa: E402
+from failurelab.lab.train import torch_threads  # noqa: E402
 
 try:
     from torch_lr_finder import LRFinder, TrainDataLoaderIter
@@ -56,8 +59,8 @@ def theirs(model, optimizer, loss_fn, batches) -> float:
     try:
         finder = LRFinder(model, optimizer, loss_fn, device="cpu")
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            finder.range_test(batches, start_lr=fl.lr_range.START_LR, end_lr=fl.lr_range.END_LR,
-                              num_iter=fl.lr_range.SWEEP_STEPS)
+            finder.range_test(batches, start_lr=lr_range.START_LR, end_lr=lr_range.END_LR,
+                              num_iter=lr_range.SWEEP_STEPS)
             _, lr = finder.plot(ax=ax, suggest_lr=True)
     except (RuntimeError, ValueError, IndexError):
         lr = math.nan
@@ -82,7 +85,7 @@ class _StepBatches(TrainDataLoaderIter or object):
 def lab_row(task: str, seed: int) -> dict:
     ours = fl.lr_range_test(task, seed=seed).suggested_lr
     parts = fl.build(fl.baseline(task), seed)
-    with fl.train.torch_threads(1):
+    with torch_threads(1):
         their = theirs(parts.model, parts.optimizer, parts.loss_fn, parts.train_loader)
     row = dict(suite=task, case=f"{task}/seed{seed}", ours=ours, theirs=their)
     for who in ("ours", "theirs"):
@@ -105,7 +108,7 @@ def zoo_row(case) -> dict:
     plain = dataclasses.replace(case, habits=())
     ours = fl.lr_range_test(zoo.build(plain), seed=case.seed).suggested_lr
     loop = zoo.build(plain)
-    with fl.train.torch_threads(1):
+    with torch_threads(1):
         their = theirs(loop.model, loop.optimizer, loop.loss_fn, _StepBatches(loop.next_batch)) \
             if TrainDataLoaderIter else math.nan
     tuned = zoo.run(case)
@@ -143,7 +146,7 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     if LRFinder is None:
         print("torch-lr-finder is not installed: only our suggestion is measured")
-    items = [("lab", (task, s)) for task in fl.recipes.TASKS for s in range(args.seeds)]
+    items = [("lab", (task, s)) for task in TASKS for s in range(args.seeds)]
     items += [("zoo", c) for c in zoo.cases(seeds=tuple(range(args.zoo_seeds)), faulty=False)]
     with worker_pool(len(items), args.workers) as pool:
         rows = list(pool.map(_job, items))

@@ -38,11 +38,12 @@ import torch
 from torch import nn
 
 import failurelab as fl
+from failurelab.lab.train import endless_batches
 
 
 def mlp_parts(steps: int):
     parts = fl.build(fl.baseline("tabular"), seed=0)
-    batches = [b for _, b in zip(range(steps), fl.train.endless_batches(parts.train_loader))]
+    batches = [b for _, b in zip(range(steps), endless_batches(parts.train_loader))]
     return parts.model, parts.optimizer, parts.loss_fn, batches
 
 
@@ -126,7 +127,7 @@ def load_other(folder: str):
     package = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = package
     spec.loader.exec_module(package)
-    return importlib.import_module("failurelab_other.monitor").Monitor
+    return package.Monitor  # its own `fl.Monitor`, whatever its layout
 
 
 def measure(name: str, make, steps: int, repeats: int, targets: dict, floor: bool,

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 import failurelab as fl
-from failurelab.parallel import worker_pool
-from failurelab.quantities import measure
+from failurelab.evidence.quantities import measure
+from failurelab.lab.parallel import worker_pool
 
 LAB_TASKS = ("tabular", "sequence")
 

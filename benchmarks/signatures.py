@@ -24,9 +24,9 @@ from pathlib import Path
 import population
 
 import failurelab as fl
-from failurelab.calibration import calibrate, healthy_ranges, route_ranges
 from failurelab.catalogue import PHYSICAL
-from failurelab.signatures import fmt
+from failurelab.catalogue.calibration import calibrate, healthy_ranges, route_ranges
+from failurelab.evidence.signatures import fmt
 
 ROOT = Path(__file__).resolve().parents[1]
 HEALTHY_MODULE = '''"""The healthy population's range of every named quantity, which calibration keeps

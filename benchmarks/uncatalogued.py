@@ -49,12 +49,12 @@ from torch import nn
 from torch.nn import functional as F
 
 import failurelab as fl
-import failurelab.train as lab_train
-from failurelab import quantities as q
-from failurelab.faults import resolve
-from failurelab.parallel import worker_pool
-from failurelab.runs import TIMING_COLUMNS
-from failurelab.train import HandWrittenCrossEntropy
+import failurelab.lab.train as lab_train
+from failurelab.catalogue.faults import resolve
+from failurelab.evidence import quantities as q
+from failurelab.evidence.runs import TIMING_COLUMNS
+from failurelab.lab.parallel import worker_pool
+from failurelab.lab.train import HandWrittenCrossEntropy
 
 TASKS = ("tabular", "sequence")
 ROWS = ("logsoftmax", "slow", "capacity")

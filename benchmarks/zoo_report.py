@@ -16,8 +16,8 @@ from collections import Counter, defaultdict
 import population
 
 import failurelab as fl
-from failurelab.calibration import calibrate, route_ranges
 from failurelab.catalogue import PHYSICAL
+from failurelab.catalogue.calibration import calibrate, route_ranges
 
 LEVELS = ("high", "medium", "low")
 

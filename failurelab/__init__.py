@@ -5,43 +5,46 @@ are imported from their modules on first use (PEP 562), so `failurelab --help`, 
 usage error or `fl.FAULTS` does not wait seconds for torch.  To export a new name, add
 it to `_LAZY` and to `__all__` (a test checks that the two agree).
 
-`alerts` and `mystery` are imported here at once: each shares its name with its
-module, and importing a submodule rebinds the package attribute of that name to the
-module, so a lazy `fl.mystery` could turn into the module behind the user's back.
-Both modules are free of torch (a mystery imports the training loop when it runs).
+`alerts` and `mystery` are imported here at once; both are free of torch (a mystery
+imports the training loop when it runs).  Their modules live in wings, so importing
+them binds `evidence.alerts` and `course.mystery`, never `fl.alerts` or `fl.mystery`.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from .alerts import Alert, alerts
-from .mystery import Mystery, Reveal, mystery, reveal
+from .course.mystery import Mystery, Reveal, mystery, reveal
+from .evidence.alerts import Alert, alerts
 
-# public name -> the module that defines it ("plots" is the module itself)
+# public name -> the module that defines it, relative to this package
 _LAZY = {
-    "plots": "plots",
+    "plots": "views.plots",  # the module itself (see _MODULES)
     "FAULTS": "catalogue",
-    "Diagnosis": "diagnosis", "diagnose": "diagnosis",
-    "Fault": "faults", "check": "faults", "inject": "faults",
-    "answer_key": "grading", "grade": "grading",
-    "Experiment": "lab", "Followup": "lab", "experiment": "lab",
-    "LRRangeResult": "lr_range", "lr_range_test": "lr_range",
-    "Monitor": "monitor",
-    "Recipe": "recipes", "baseline": "recipes", "diff": "recipes",
-    "format_diff": "recipes", "parse_seeds": "recipes",
-    "Run": "runs", "read_history": "runs", "save_history": "runs",
-    "Parts": "train", "build": "train", "run": "train",
-    "Wild": "wild", "in_the_wild": "wild",
-    "NotObservedYet": "worksheet", "PredictionLocked": "worksheet", "Worksheet": "worksheet",
+    "Diagnosis": "catalogue.diagnosis", "diagnose": "catalogue.diagnosis",
+    "Fault": "catalogue.faults", "check": "catalogue.faults", "inject": "catalogue.faults",
+    "answer_key": "course.grading", "grade": "course.grading",
+    "Experiment": "course.experiment", "Followup": "course.experiment",
+    "experiment": "course.experiment",
+    "LRRangeResult": "lab.lr_range", "lr_range_test": "lab.lr_range",
+    "Monitor": "telemetry.monitor", "MonitorWarning": "telemetry.misuse",
+    "Recipe": "basics.recipes", "baseline": "basics.recipes", "diff": "basics.recipes",
+    "format_diff": "basics.recipes", "parse_seeds": "basics.recipes",
+    "Run": "evidence.runs", "read_history": "evidence.runs", "save_history": "evidence.runs",
+    "Parts": "lab.train", "build": "lab.train", "run": "lab.train",
+    "Wild": "zoo.wild", "in_the_wild": "zoo.wild",
+    "NotObservedYet": "course.worksheet", "PredictionLocked": "course.worksheet",
+    "Worksheet": "course.worksheet",
 }
+_MODULES = ("plots",)  # public names that are modules, not names defined in one
 
 __all__ = [
     "FAULTS", "Alert", "Diagnosis", "Experiment", "Fault", "Followup", "LRRangeResult",
-    "Monitor", "Mystery", "NotObservedYet", "Parts", "PredictionLocked", "Recipe", "Reveal", "Run",
-    "Wild", "Worksheet", "alerts", "answer_key", "baseline", "build", "check", "diagnose", "diff",
-    "experiment", "format_diff", "grade", "in_the_wild", "inject", "lr_range_test", "mystery",
-    "parse_seeds", "plots", "read_history", "reveal", "run", "save_history",
+    "Monitor", "MonitorWarning", "Mystery", "NotObservedYet", "Parts", "PredictionLocked",
+    "Recipe", "Reveal", "Run", "Wild", "Worksheet", "alerts", "answer_key", "baseline",
+    "build", "check", "diagnose", "diff", "experiment", "format_diff", "grade",
+    "in_the_wild", "inject", "lr_range_test", "mystery", "parse_seeds", "plots",
+    "read_history", "reveal", "run", "save_history",
 ]
 
 
@@ -50,7 +53,7 @@ def __getattr__(name: str):
     if module is None:
         raise AttributeError(f"module 'failurelab' has no attribute {name!r}")
     loaded = importlib.import_module(f".{module}", __name__)
-    value = loaded if name == module else getattr(loaded, name)
+    value = loaded if name in _MODULES else getattr(loaded, name)
     globals()[name] = value  # later look-ups are plain attribute reads
     return value
 

@@ -22,8 +22,8 @@ import unicodedata
 from contextlib import contextmanager
 from pathlib import Path
 
-from .recipes import MAX_SEED, MAX_STEPS, TASKS, check_seed, parse_seeds
-from .text import ENV, LANGS, Text
+from .basics.recipes import MAX_SEED, MAX_STEPS, TASKS, check_seed, parse_seeds
+from .basics.text import ENV, LANGS, Text
 
 PROG = "failurelab"
 MYSTERY_SEEDS = 1000  # a blind run without --seed draws its seed from range(1000)
@@ -78,7 +78,7 @@ def cmd_list(args) -> int:
     failurelab list
     """
     from . import catalogue
-    from .fault import PHENOMENON_TEXTS
+    from .catalogue.fault import PHENOMENON_TEXTS
 
     rows = [(f.name, f.family, f.task, f.shape, f.phenomenon or "-", f.text("title", args.lang))
             for f in catalogue.FAULTS.values()]
@@ -98,9 +98,9 @@ def cmd_run(args) -> int:
     failurelab run sequence --steps 100
     failurelab run fp16_no_scaling --device cuda
     """
-    from .diagnosis import diagnose
-    from .report import comparison, measure, verdict
-    from .train import run as train
+    from .catalogue.diagnosis import diagnose
+    from .course.report import comparison, measure, verdict
+    from .lab.train import run as train
 
     if args.name in TASKS:
         return _run_baseline(args)
@@ -123,9 +123,9 @@ def cmd_run(args) -> int:
 
 
 def _run_baseline(args) -> int:
-    from . import plots
-    from .diagnosis import diagnose
-    from .train import run as train
+    from .catalogue.diagnosis import diagnose
+    from .lab.train import run as train
+    from .views import plots
 
     _check_outputs(args)
     result = train(args.name, seed=args.seed, steps=args.steps, device=args.device)
@@ -162,7 +162,7 @@ def cmd_verify(args) -> int:
     """
     seeds = seeds_from(args.seeds)
     names = faults_from(args.faults)
-    from .sweep import summary, verify  # torch: only once the options are known to be good
+    from .lab.sweep import summary, verify  # torch: only once the options are known to be good
 
     started = time.perf_counter()
     with progress_bar("verify") as update:
@@ -203,8 +203,8 @@ def cmd_diagnose(args) -> int:
 
     failurelab diagnose my_run.csv
     """
-    from .diagnosis import diagnose
-    from .runs import read_history
+    from .catalogue.diagnosis import diagnose
+    from .evidence.runs import read_history
 
     try:
         history = read_history(args.history)
@@ -222,7 +222,7 @@ def cmd_mystery(args) -> int:
     failurelab mystery --seed 7
     failurelab mystery --seed 7 --reveal --answer huge_lr
     """
-    from .mystery import mystery, reveal
+    from .course.mystery import mystery, reveal
 
     if args.answer is not None and not args.reveal:
         raise UserError("--answer needs --reveal (e.g. --seed 7 --reveal --answer huge_lr)")
@@ -254,7 +254,8 @@ def cmd_report(args) -> int:
     failurelab report --out lab-report
     failurelab report --out r --seed 1 --faults huge_lr,dead_relu
     """
-    from . import catalogue, report
+    from . import catalogue
+    from .course import report
 
     names = faults_from(args.faults) or list(catalogue.FAULTS)
     started = time.perf_counter()
@@ -278,7 +279,7 @@ def cmd_grade(args) -> int:
     failurelab grade submissions/ --out gradebook.csv
     failurelab grade alice.worksheet.json bob.worksheet.json --out gradebook.html
     """
-    from .gradebook import gradebook  # reads JSON only: no run, no torch work
+    from .course.gradebook import gradebook  # reads JSON only: no run, no torch work
 
     book = gradebook(args.paths)
     for path, why in book.skipped:
@@ -299,7 +300,7 @@ def cmd_grade(args) -> int:
 
 def fault_named(name: str):
     """The fault, or a UserError naming the closest match (the catalogue's own message)."""
-    from .faults import get
+    from .catalogue.faults import get
 
     try:
         return get(name)
@@ -369,7 +370,7 @@ def _indent(text: str) -> str:
 
 
 def _language(lang: str | None) -> str:
-    from .text import language
+    from .basics.text import language
 
     try:
         return language(lang)
@@ -403,7 +404,7 @@ def _whole(text: str, low: int, high: int) -> int:
 
 def _device(text: str):
     """A device this machine can train on (torch is imported only when one is named)."""
-    from .train import usable_device
+    from .lab.train import usable_device
 
     try:
         return usable_device(text)

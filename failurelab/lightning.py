@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from .monitor import Monitor
+from .telemetry.monitor import Monitor
 
 try:
     from lightning.pytorch import Callback

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 
 import failurelab as fl
-from failurelab.calibration import calibrate, route_ranges
-from failurelab.diagnosis import _explained_last
-from failurelab.signatures import Condition, Evidence, Signature
+from failurelab.catalogue.calibration import calibrate, route_ranges
+from failurelab.catalogue.diagnosis import _explained_last
+from failurelab.evidence.signatures import Condition, Evidence, Signature
 
 
 def _signature(guarded: bool) -> Signature:

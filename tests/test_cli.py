@@ -242,7 +242,7 @@ def _no_training(monkeypatch):
     """Make any training run fail loudly: the checks below must stop the command first."""
     def refuse(*args, **kwargs):
         raise AssertionError("a run started before the options were checked")
-    monkeypatch.setattr("failurelab.train.run", refuse)
+    monkeypatch.setattr("failurelab.lab.train.run", refuse)
 
 
 @pytest.mark.parametrize("option, path, why", [
@@ -293,13 +293,13 @@ def test_every_command_has_help_with_examples(capsys):
 
 # --- mystery ------------------------------------------------------------------------------------
 
-needs_mystery = pytest.mark.skipif(importlib.util.find_spec("failurelab.mystery") is None,
-                                   reason="failurelab.mystery has not landed yet")
+needs_mystery = pytest.mark.skipif(importlib.util.find_spec("failurelab.course.mystery") is None,
+                                   reason="failurelab.course.mystery has not landed yet")
 
 
 @needs_mystery
 def test_a_blind_mystery_shows_telemetry_but_not_its_fault():
-    from failurelab.mystery import pick
+    from failurelab.course.mystery import pick
 
     # a fault whose run stays finite, so every instrument has values to show
     seed = next(s for s in range(500) if pick(s) == "huge_lr")
@@ -313,7 +313,7 @@ def test_a_blind_mystery_shows_telemetry_but_not_its_fault():
 def test_a_blind_mystery_prints_no_curve_shape_and_no_recipe_field():
     """A batch_too_small mystery: the readout once printed "batch size 2 2 2"
     and the diagnosed shape, the two things the student is asked to work out."""
-    from failurelab.mystery import pick
+    from failurelab.course.mystery import pick
 
     seed = next(s for s in range(500) if pick(s) == "batch_too_small")
     blind = failurelab("mystery", "--seed", seed)
@@ -326,7 +326,7 @@ def test_a_blind_mystery_prints_no_curve_shape_and_no_recipe_field():
 
 @needs_mystery
 def test_the_reveal_names_the_fault_and_grades_the_answer(capsys):
-    from failurelab.mystery import pick
+    from failurelab.course.mystery import pick
 
     fault = pick(9)
     status, out, _ = in_process(capsys, "mystery", "--seed", 9, "--reveal", "--answer", fault)

@@ -132,7 +132,7 @@ def test_train_minus_validation_loss_compares_the_same_steps():
     """A loss swinging inside the last 20% (a forgotten zero_grad under Adam) whose
     validation tracks it has no gap; noisy training labels put the training loss above
     validation at every evaluation."""
-    from failurelab.quantities import train_eval_loss_gap
+    from failurelab.evidence.quantities import train_eval_loss_gap
 
     steps = np.arange(200)
     swinging = 2 + 0.8 * np.sin(steps / 6 + 4.46)  # the last validation at a trough:

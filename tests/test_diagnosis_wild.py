@@ -11,7 +11,7 @@ from runs_cache import cached_run
 
 import failurelab as fl
 from failurelab import zoo
-from failurelab.quantities import measure
+from failurelab.evidence.quantities import measure
 
 
 @pytest.mark.parametrize("family", zoo.FAMILIES)
@@ -172,7 +172,7 @@ def test_where_the_first_nan_was_born_forward_or_backward():
     there means the backward pass made them; a step a GradScaler skipped does not count."""
     import pandas as pd
 
-    from failurelab.quantities import nonfinite_from_backward
+    from failurelab.evidence.quantities import nonfinite_from_backward
 
     nan = float("nan")
     backward = pd.DataFrame({"step": [0, 1, 2], "loss": [1.1, 0.9, nan],
@@ -189,7 +189,7 @@ def test_where_the_first_nan_was_born_forward_or_backward():
 def test_a_pinned_gradient_norm_is_read_only_where_it_repeats():
     import pandas as pd
 
-    from failurelab.quantities import clipped_grad_norm
+    from failurelab.evidence.quantities import clipped_grad_norm
 
     pinned = pd.DataFrame({"grad_norm": [2 ** -16] * 20})
     varying = pd.DataFrame({"grad_norm": [0.5 + 0.01 * i for i in range(20)]})

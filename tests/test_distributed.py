@@ -115,7 +115,7 @@ def test_rank0_holds_the_global_columns_and_early_stop_does_not_deadlock(tmp_pat
 def test_merged_input_std_ratio_follows_the_single_process_rule(nan):
     """The input sums two ranks keep merge into the std ratio one process reads on the
     concatenated batch, a constant feature (left out) and a NaN entry included."""
-    from failurelab import distributed, instruments
+    from failurelab.telemetry import distributed, instruments
 
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(12, 4, generator=gen) * torch.tensor([1.0, 20.0, 0.5, 0.0]) + 3

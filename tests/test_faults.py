@@ -9,7 +9,7 @@ import pytest
 from runs_cache import cached_run
 
 import failurelab as fl
-from failurelab.faults import FAMILIES, PHENOMENA, SHAPES
+from failurelab.catalogue.faults import FAMILIES, PHENOMENA, SHAPES
 
 FAULT_NAMES = list(fl.FAULTS)
 SEEDS = [0, 1, 2]

@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 import failurelab as fl
-from failurelab import grading
 from failurelab.cli import main
-from failurelab.gradebook import gradebook
-from failurelab.records import Entry, Observation, Prediction, Sheet, dump
+from failurelab.course import grading
+from failurelab.course.gradebook import gradebook
+from failurelab.course.records import Entry, Observation, Prediction, Sheet, dump
 
 
 def observation(fault: str, at: str) -> Observation:

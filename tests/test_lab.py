@@ -1,8 +1,8 @@
 """fl.experiment: a fault beside its baseline, and what its follow-up runs print."""
 
 import failurelab as fl
-from failurelab.lab import Followup
-from failurelab.signatures import fmt
+from failurelab.course.experiment import Followup
+from failurelab.evidence.signatures import fmt
 
 
 def test_a_fix_that_heals_says_healed_and_which_conditions_are_gone():

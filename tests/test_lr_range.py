@@ -12,6 +12,7 @@ from torch import nn
 
 import failurelab as fl
 from failurelab import zoo
+from failurelab.lab import lr_range
 
 matplotlib.use("Agg")
 
@@ -44,7 +45,7 @@ def test_the_sweep_stops_where_the_loss_blows_up_and_plots():
     assert result.diverged_lr is not None
     # Adam's steps are normalised: a tenth of the minimum, not a fifth
     assert result.suggested_lr == pytest.approx(result.minimum_lr
-                                                / fl.lr_range.NORMALISED_EDGE_SAFETY)
+                                                / lr_range.NORMALISED_EDGE_SAFETY)
     assert result.minimum_lr < result.diverged_lr
     ax = result.plot()
     assert ax.get_xscale() == "log" and ax.get_xlabel() == "learning rate"
@@ -60,7 +61,7 @@ def test_the_suggestion_trains_on_seeds_where_early_noise_looked_steepest(task, 
     """On these seeds the first batches' noise once looked like the steepest descent and
     the suggestion was 1e-6, which does not train."""
     result = fl.lr_range_test(task, seed=seed)
-    assert result.steepest_lr >= result.minimum_lr / 10 ** fl.lr_range.SEARCH_DECADES
+    assert result.steepest_lr >= result.minimum_lr / 10 ** lr_range.SEARCH_DECADES
     run = fl.run(fl.baseline(task).replace(lr=result.suggested_lr), seed=seed)
     d = fl.diagnose(run)
     assert d.shape == "healthy" and d.top is None
@@ -82,10 +83,10 @@ def test_single_noisy_batches_move_neither_the_minimum_nor_the_steepest_descent(
     loss = np.where(lr < 0.1, 1.1, 1.1 - 0.8 * np.log10(lr / 0.1)).clip(0.3)
     loss = np.where(lr > 2, 0.3 + 5 * np.log10(lr / 2), loss)
     loss[1] = loss[50] = 0.2  # easy batches: lower than anything the rate achieved
-    result = fl.lr_range.suggest(pd.DataFrame({"lr": lr, "loss": loss}))
+    result = lr_range.suggest(pd.DataFrame({"lr": lr, "loss": loss}))
     assert 0.1 <= result.steepest_lr <= 1.0
     assert 0.9 <= result.minimum_lr <= 2.2
-    assert result.suggested_lr == pytest.approx(result.minimum_lr / fl.lr_range.EDGE_SAFETY)
+    assert result.suggested_lr == pytest.approx(result.minimum_lr / lr_range.EDGE_SAFETY)
 
 
 @pytest.mark.parametrize("make, normalised", [
@@ -97,8 +98,8 @@ def test_single_noisy_batches_move_neither_the_minimum_nor_the_steepest_descent(
 def test_optimizers_with_normalised_steps_get_the_wider_margin(make, normalised):
     model, _, loss_fn, batches = _plain_parts()
     result = fl.lr_range_test((model, make(model.parameters()), loss_fn, batches), steps=30)
-    safety = (fl.lr_range.NORMALISED_EDGE_SAFETY if normalised
-              else fl.lr_range.EDGE_SAFETY)
+    safety = (lr_range.NORMALISED_EDGE_SAFETY if normalised
+              else lr_range.EDGE_SAFETY)
     assert result.suggested_lr == pytest.approx(result.minimum_lr / safety)
 
 

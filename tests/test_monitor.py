@@ -8,8 +8,8 @@ import torch
 from torch import nn
 
 import failurelab as fl
-from failurelab import instruments
-from failurelab.monitor import GLOBAL_COLUMNS, INPUT_COLUMNS
+from failurelab.telemetry import instruments
+from failurelab.telemetry.monitor import GLOBAL_COLUMNS, INPUT_COLUMNS
 
 
 class TwoLayer(nn.Module):
@@ -362,7 +362,7 @@ def test_a_loss_read_later_gives_the_same_history(monkeypatch):
     twin.load_state_dict(model.state_dict())
     batches = _batches(45)
     now = _monitored_rows(model, batches, lr=0.5, read_after=(3,))
-    from failurelab import misuse
+    from failurelab.telemetry import misuse
     monkeypatch.setattr(misuse, "read_later", lambda loss: True)
     later = _monitored_rows(twin, batches, lr=0.5, read_after=(3,))
     assert later["loss"].tolist() == now["loss"].tolist()

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import failurelab as fl
-from failurelab.monitor import MonitorWarning
+from failurelab.telemetry.monitor import MonitorWarning
 
 
 def _train(model, opt, batches, loss_fn, *, scheduler=None, scaler=None, preset="full"):
@@ -353,7 +353,7 @@ def test_recording_each_micro_batch_still_reads_one_value_per_step():
     torch.manual_seed(0)
     model = nn.Linear(3, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    with pytest.warns(fl.monitor.MonitorWarning), fl.Monitor(model, opt) as mon:
+    with pytest.warns(fl.MonitorWarning), fl.Monitor(model, opt) as mon:
         for _ in range(4):
             opt.zero_grad()
             for micro in range(3):
@@ -371,7 +371,7 @@ def _weighed(accum=1, *, divide=True, steps=6, scaler=False, **loss_args):
     """(loss_weight, output_backwards, step_loss_weight) of a small classifier loop that
     accumulates `accum` micro-batches of 8 per step, dividing each loss by `accum` or
     not; `loss_args` go to cross_entropy (reduction, label_smoothing, weight, ...)."""
-    from failurelab import quantities as q
+    from failurelab.evidence import quantities as q
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
@@ -452,7 +452,7 @@ def test_steps_a_grad_scaler_skipped_are_left_out_of_the_loss_weight_too():
     """A skipped step (loss_scaled NaN) still holds the scaled gradient's weight."""
     import pandas as pd
 
-    from failurelab import quantities as q
+    from failurelab.evidence import quantities as q
 
     h = pd.DataFrame({"step": [0, 1, 2], "loss_scaled": [math.nan, 1.0, 0.0],
                       "loss_weight": [65536.0, 65536.0, 1.0], "output_backwards": [
@@ -461,7 +461,7 @@ def test_steps_a_grad_scaler_skipped_are_left_out_of_the_loss_weight_too():
 
 
 def test_batchnorm_train_says_whether_a_batchnorm_layer_is_training_at_record():
-    from failurelab import quantities as q
+    from failurelab.evidence import quantities as q
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
@@ -485,7 +485,7 @@ def test_batchnorm_train_says_whether_a_batchnorm_layer_is_training_at_record():
 def test_confident_rows_do_not_hide_the_loss_weight():
     """A row predicted with p = 1 - 1e-7 has a gradient of a few ulps whose rounding is
     a large share of its own size; the weight is still read from the whole output."""
-    from failurelab.probes import loss_weights
+    from failurelab.telemetry.probes import loss_weights
 
     logits = torch.randn(1, 32, 3)
     logits[0, :8] = torch.tensor([20.0, -5.0, -5.0])  # eight confident, correct rows
@@ -551,7 +551,7 @@ def test_raw_units_against_standardised_training_read_their_offset():
 def test_evaluation_inputs_of_another_shape_are_not_compared():
     """A probe with more features than training (e.g. appended pads) says nothing about
     the training distribution: NaN, not a shift."""
-    from failurelab.shift import EvalInputs
+    from failurelab.telemetry.shift import EvalInputs
 
     seen, model = EvalInputs(), nn.Linear(4, 1).train()
     seen.see(model, ((torch.randn(64, 4),), {}))
@@ -697,7 +697,7 @@ def test_heads_concatenated_on_one_axis_are_not_read_as_a_heavy_loss():
     negative gradient entries, one per head's target.  Divided by one softmax over all
     seven they would read as a weight of 2 or more (a summed loss); they are not read.
     One head alone is a softmax cross-entropy and weighs its rows 1 in total."""
-    from failurelab.probes import loss_weights
+    from failurelab.telemetry.probes import loss_weights
 
     torch.manual_seed(0)
     logits = torch.randn(1, 16, 7) * 3

@@ -14,8 +14,8 @@ import torch
 from torch import nn
 
 import failurelab as fl
-from failurelab import buffers, instruments, probes, shift
-from failurelab.monitor import MonitorWarning
+from failurelab.telemetry import buffers, instruments, probes, shift
+from failurelab.telemetry.monitor import MonitorWarning
 
 STEPS = 70
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import failurelab as fl
-from failurelab.monitor import MonitorWarning
+from failurelab.telemetry.monitor import MonitorWarning
 
 
 def _setup(seed=0):

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import failurelab as fl
-from failurelab.mystery import Mystery, mystery, pick, reveal
-from failurelab.worksheet import PredictionLocked, Worksheet
+from failurelab.course.mystery import Mystery, mystery, pick, reveal
+from failurelab.course.worksheet import PredictionLocked, Worksheet
 
 FAST = ("huge_lr", "lr_too_small", "dead_relu", "saturated_sigmoid")  # short tabular runs
 
@@ -128,7 +128,7 @@ def test_the_readout_shows_measured_instruments_never_a_recipe_field():
     student the answer instead of the evidence."""
     from dataclasses import fields
 
-    from failurelab.mystery import INSTRUMENTS
+    from failurelab.course.mystery import INSTRUMENTS
 
     recipe_fields = {f.name for f in fields(fl.Recipe)}
     assert not [c for c, _ in INSTRUMENTS if c.rstrip("/") in recipe_fields]

@@ -13,9 +13,9 @@ from matplotlib.figure import Figure
 from torch import nn
 
 import failurelab as fl
-from failurelab import plots
-from failurelab.quantities import QUANTITIES
-from failurelab.runs import TIMING_COLUMNS
+from failurelab.evidence.quantities import QUANTITIES
+from failurelab.evidence.runs import TIMING_COLUMNS
+from failurelab.views import plots
 
 
 @pytest.fixture(scope="module")

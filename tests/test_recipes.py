@@ -90,7 +90,7 @@ def test_a_seed_outside_the_64_bit_range_is_a_clear_value_error_before_any_work(
 
 
 def test_the_largest_seed_is_accepted():
-    from failurelab.recipes import MAX_SEED
+    from failurelab.basics.recipes import MAX_SEED
 
     assert fl.build(fl.baseline().replace(n_train=64, n_val=16), MAX_SEED).seed == MAX_SEED
 

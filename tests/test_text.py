@@ -10,10 +10,10 @@ import re
 import pytest
 
 import failurelab
-from failurelab import diagnosis, shapes
-from failurelab.catalogue import FAULTS
-from failurelab.fault import PHENOMENON_TEXTS, TEXTS
-from failurelab.text import ENV, Text, language, placeholders
+from failurelab.basics.text import ENV, Text, language, placeholders
+from failurelab.catalogue import FAULTS, diagnosis
+from failurelab.catalogue.fault import PHENOMENON_TEXTS, TEXTS
+from failurelab.evidence import shapes
 
 # A code name: an identifier with an underscore, a digit, a call, a dotted path or an
 # inner capital (zero_grad, float16, backward(), torch.amp.GradScaler, ReLU).
@@ -69,9 +69,9 @@ MODULE_TEXTS = _texts_in_modules()
 
 def test_the_modules_define_their_texts_as_text_pairs():
     modules = {key.rsplit(".", 1)[0] for key in MODULE_TEXTS}
-    for wanted in ("failurelab.alerts", "failurelab.diagnosis", "failurelab.shapes",
-                   "failurelab.grading", "failurelab.mystery", "failurelab.report",
-                   "failurelab.cli", "failurelab.lab", "failurelab.signatures"):
+    for wanted in ("failurelab.evidence.alerts", "failurelab.catalogue.diagnosis", "failurelab.evidence.shapes",
+                   "failurelab.course.grading", "failurelab.course.mystery", "failurelab.course.report",
+                   "failurelab.cli", "failurelab.course.experiment", "failurelab.evidence.signatures"):
         assert wanted in modules, f"{wanted} has no Text: were its texts moved?"
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import failurelab as fl
-from failurelab.train import endless_batches
+from failurelab.lab.train import endless_batches
 
 TIMING = ["t_data", "t_forward", "t_backward", "t_step"]
 

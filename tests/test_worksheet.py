@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 import failurelab as fl
-from failurelab.grading import HEADINGS, answer_key, grade, markdown_table
-from failurelab.worksheet import PredictionLocked, Worksheet
+from failurelab.course.grading import HEADINGS, answer_key, grade, markdown_table
+from failurelab.course.worksheet import PredictionLocked, Worksheet
 
 FOUR_EN = ["symptom", "possible cause", "distinguishing experiment", "fix"]
 FOUR_ZH = ["现象", "可能原因", "区分实验", "修复动作"]

@@ -101,7 +101,7 @@ def test_forgotten_zero_grad_sums_the_gradients():
 def test_undivided_micro_batches_weigh_each_step_their_number():
     """Healthy accumulation (habit "accum": two micro-batches, each loss divided by 2)
     weighs a step 1; the fault's k micro-batch means, never divided, weigh it k."""
-    from failurelab.quantities import step_loss_weight
+    from failurelab.evidence.quantities import step_loss_weight
 
     habits = ("accum",)
     healthy = _run(zoo.Case("gru", "adam", None, None, seed=0, habits=habits))
@@ -117,7 +117,7 @@ def test_clipping_scaled_gradients_pins_the_step_at_the_threshold_over_the_scale
     their own norms or at the threshold itself; clipped while still scaled, every step
     gets the threshold divided by the GradScaler's scale (2^15 after the first step,
     which float16 overflow makes the scaler skip)."""
-    from failurelab.quantities import clipped_grad_norm
+    from failurelab.evidence.quantities import clipped_grad_norm
 
     healthy = _run(zoo.Case("bag", "sgd", None, None, seed=0, habits=("clip", "amp")))
     assert not clipped_grad_norm(healthy) < 1e-3  # NaN (not pinned) or the threshold 1
@@ -133,7 +133,7 @@ def test_raw_units_spread_the_input_scales_over_decades():
 
 
 def test_validation_left_in_raw_units_shifts_only_the_evaluation_inputs():
-    from failurelab.quantities import eval_input_shift
+    from failurelab.evidence.quantities import eval_input_shift
 
     healthy = _run(zoo.Case("resmlp", "adam", None, None, seed=0, habits=("val",)))
     h = _run(_case("resmlp", "val_not_normalized", 3.0, optimizer="adam"))

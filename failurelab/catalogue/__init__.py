@@ -13,9 +13,9 @@ this one fixes the order.
 
 from __future__ import annotations
 
-from ..calibration import calibrate
-from ..fault import Fault
 from . import activation, data, evaluation, healthy, implementation, numerics, optimization, performance
+from .calibration import calibrate
+from .fault import Fault
 
 ORDER = ("no_zero_grad", "huge_lr", "saturated_sigmoid", "shuffled_labels", "no_input_norm",
          "fp16_no_scaling", "bad_padding_mask", "lr_too_small", "class_imbalance",

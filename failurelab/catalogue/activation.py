@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..fault import Chinese, Fault
-from ..recipes import Scale, Set
-from ..signatures import Condition as C
-from ..signatures import Signature
+from ..basics.recipes import Scale, Set
+from ..evidence.signatures import Condition as C
+from ..evidence.signatures import Signature
 from .conditions import ALL_CONNECTED, FINITE, INPUTS_SCALED, STEPS_SANE, STUCK
+from .fault import Chinese, Fault
 
 SATURATED_SIGMOID = Fault(
     name="saturated_sigmoid",

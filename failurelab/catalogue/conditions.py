@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..signatures import Condition as C
+from ..evidence.signatures import Condition as C
 
 UNHEALTHY = C("unhealthy_curve", True, 0.5, "loss curve unhealthy",
               "the generic effect: the loss curve has one of the course's failure shapes "

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..fault import Chinese, Fault
-from ..recipes import Scale, Set
-from ..signatures import Condition as C
-from ..signatures import Signature
+from ..basics.recipes import Scale, Set
+from ..evidence.signatures import Condition as C
+from ..evidence.signatures import Signature
 from .conditions import (
     ALL_CONNECTED,
     ALL_OPTIMIZED,
@@ -23,6 +22,7 @@ from .conditions import (
     STUCK,
     WEIGHTS_KEPT,
 )
+from .fault import Chinese, Fault
 
 # Everything that would stall learning by itself is ruled out (a label problem is what
 # remains when the optimizer, the gradients, the inputs and the graph all work).

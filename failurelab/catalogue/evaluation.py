@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..fault import Chinese, Fault
-from ..recipes import Set
-from ..signatures import Condition as C
-from ..signatures import Signature
+from ..basics.recipes import Set
+from ..evidence.signatures import Condition as C
+from ..evidence.signatures import Signature
+from .fault import Chinese, Fault
 
 EVAL_MODE_FORGOTTEN = Fault(
     name="eval_mode_forgotten",

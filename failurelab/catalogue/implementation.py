@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..fault import Chinese, Fault
-from ..recipes import Scale, Set
-from ..signatures import Condition as C
-from ..signatures import Signature
+from ..basics.recipes import Scale, Set
+from ..evidence.signatures import Condition as C
+from ..evidence.signatures import Signature
 from .conditions import ALL_OPTIMIZED, GRADIENTS_FLOW, LEARNS, POSITIVE_LOSS, TOKENS, UNHEALTHY
+from .fault import Chinese, Fault
 
 NO_ZERO_GRAD = Fault(
     name="no_zero_grad",

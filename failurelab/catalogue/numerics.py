@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..fault import Chinese, Fault
-from ..recipes import Scale, Set
-from ..signatures import Condition as C
-from ..signatures import Signature
+from ..basics.recipes import Scale, Set
+from ..evidence.signatures import Condition as C
+from ..evidence.signatures import Signature
 from .conditions import (
     CALM,
     DATA_FINITE,
@@ -19,6 +18,7 @@ from .conditions import (
     UNHEALTHY,
     WENT_NONFINITE,
 )
+from .fault import Chinese, Fault
 
 FP16_NO_SCALING = Fault(
     name="fp16_no_scaling",

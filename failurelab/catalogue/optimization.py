@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from ..fault import Chinese, Fault
-from ..recipes import Scale, Set
-from ..signatures import Condition as C
-from ..signatures import Signature
+from ..basics.recipes import Scale, Set
+from ..evidence.signatures import Condition as C
+from ..evidence.signatures import Signature
 from .conditions import (
     ALL_CONNECTED,
     ALL_OPTIMIZED,
@@ -18,6 +17,7 @@ from .conditions import (
     TINY_STEPS,
     UNHEALTHY,
 )
+from .fault import Chinese, Fault
 
 OVERSIZED_STEPS = C(
     "update_ratio_start", True, 0.1, "update ratio of the first steps",

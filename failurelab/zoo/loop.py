@@ -21,9 +21,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .. import runcache
-from ..monitor import Monitor
-from ..train import torch_threads
+from ..lab import runcache
+from ..lab.train import torch_threads
+from ..telemetry.monitor import Monitor
 from .cases import Case
 from .parts import Loop, build, data_seed
 

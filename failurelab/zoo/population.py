@@ -7,7 +7,7 @@ import time
 
 import pandas as pd
 
-from ..parallel import worker_pool
+from ..lab.parallel import worker_pool
 from .cases import Case
 from .loop import run
 

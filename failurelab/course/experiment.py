@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .faults import Fault, check, get
-from .recipes import Recipe, baseline, diff, format_diff
-from .runs import Run
-from .signatures import Evidence, Signature, fmt, side_by_side
-from .text import Text
-from .train import run
+from ..basics.recipes import Recipe, baseline, diff, format_diff
+from ..basics.text import Text
+from ..catalogue.faults import Fault, check, get
+from ..evidence.runs import Run
+from ..evidence.signatures import Evidence, Signature, fmt, side_by_side
+from ..lab.train import run
 
 
 @functools.lru_cache(maxsize=128)
@@ -106,7 +106,7 @@ class Experiment:
     def plot(self, instrument: str | None = None):
         """Loss and the instrument that proves the cause, baseline and fault overlaid
         (a Figure; in a notebook it shows once, as the cell's value)."""
-        from .plots import compare
+        from ..views.plots import compare
 
         return compare(self.baseline, self.faulty, fault=self.fault.name,
                        instrument=instrument)

@@ -30,17 +30,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..basics.files import atomic_write, exclusive_lock
+from ..basics.text import Text
+from ..catalogue import FAULTS
+from ..catalogue.diagnosis import diagnose
+from ..catalogue.faults import SHAPES
+from ..evidence.runs import history_of
+from ..views.tables import export
 from . import chain as hash_chain
 from . import grading
-from .catalogue import FAULTS
-from .diagnosis import diagnose
-from .faults import SHAPES
-from .files import atomic_write, exclusive_lock
 from .grading import HEALTHY, NO_PREDICTION
 from .records import Entry, Explanation, Observation, Prediction, Sheet, Truth, dump, load
-from .runs import history_of
-from .tables import export
-from .text import Text
 
 DIRECTORY_VARIABLE = "FAILURELAB_WORKSHEET_DIR"
 
@@ -192,7 +192,7 @@ class Worksheet:
         return load(self.path).entries
 
     def audit(self) -> hash_chain.Audit:
-        """What looks edited by hand since it was written (see `failurelab.chain`)."""
+        """What looks edited by hand since it was written (see `failurelab.course.chain`)."""
         return load(self.path).audit()
 
     def table(self, lang: str | None = None) -> pd.DataFrame:

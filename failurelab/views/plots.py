@@ -22,11 +22,11 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .faults import get as get_fault
-from .quantities import first_nonfinite
-from .recipes import baseline as baseline_recipe
-from .recipes import diff, format_value
-from .runs import TIMING_COLUMNS, history_of
+from ..basics.recipes import baseline as baseline_recipe
+from ..basics.recipes import diff, format_value
+from ..catalogue.faults import get as get_fault
+from ..evidence.quantities import first_nonfinite
+from ..evidence.runs import TIMING_COLUMNS, history_of
 
 HEALTHY_UPDATE_RATIO = (1e-4, 1e-1)  # outside it, steps are too timid or too violent
 FLOAT16_MAX = 65504.0  # largest finite float16: a larger input becomes inf under autocast

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..basics.recipes import Recipe, check_seed
+from ..catalogue.faults import resolve
+from ..evidence.runs import Run
+from ..telemetry.monitor import Monitor
 from . import data, runcache
-from .faults import resolve
 from .models import make_model
-from .monitor import Monitor
-from .recipes import Recipe, check_seed
-from .runs import Run
 
 EXTRA_PADS = 10  # pads appended to validation sequences to test that padding is ignored
 PROBE_SAMPLES = 128  # validation samples used for the repeat and extra-padding checks

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from . import catalogue, shapes
-from .quantities import measure
-from .runs import history_of
-from .text import Text, language, say
+from .. import catalogue
+from ..basics.text import Text, language, say
+from ..evidence import shapes
+from ..evidence.quantities import measure
+from ..evidence.runs import history_of
 
 # --- cause ranking (scores are graded margins, see `signatures`) ----------------------
 LOOKALIKE_GAP = 0.5  # fired causes within this margin of the best one are look-alikes

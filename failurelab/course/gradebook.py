@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..catalogue import FAULTS
+from ..views.tables import export, html_table, page
 from . import grading
-from .catalogue import FAULTS
 from .chain import Audit
 from .records import Entry
-from .tables import export, html_table, page
 from .worksheet import load
 
 SUFFIXES = (".worksheet.json", ".json")

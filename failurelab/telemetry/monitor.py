@@ -441,13 +441,13 @@ class Monitor:
 
     def alerts(self, window: int = 20, lang: str | None = None) -> list:
         """The course's warning signs in the last `window` steps (see `fl.alerts`)."""
-        from .alerts import alerts
+        from ..evidence.alerts import alerts
 
         return alerts(self.history, window, lang)
 
     def to_csv(self, path) -> None:
         """Save the history; `fl.read_history(path)` reads it back exactly."""
-        from .runs import save_history
+        from ..evidence.runs import save_history
 
         save_history(self.history, path)
 

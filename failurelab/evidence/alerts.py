@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .text import Text
+from ..basics.text import Text
 
 WINDOW = 20  # recent steps each alert looks at
 SPIKE = 5.0  # a gradient norm 5x its recent median foretells an explosion (course: 5-10x)

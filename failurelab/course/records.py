@@ -13,12 +13,38 @@ import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from ..basics.text import Text
 from . import chain as hash_chain
-from .grading import observation_text, prediction_text
 
 FORMAT = "failurelab-worksheet"  # the marker that tells a worksheet from any other JSON
 VERSION = 2  # 2: explanations, reveals and the chain
 READS = (1, 2)
+
+
+NO_PREDICTION = "no prediction"
+# How a prediction and an observation read (a table's cells, `str(record)`).
+TEXTS = {
+    NO_PREDICTION: Text(NO_PREDICTION, "未作预测"),
+    "prediction": Text("shape {shape}, cause {cause}", "曲线形状 {shape}，原因 {cause}"),
+    "observation": Text("shape {shape}, cause {cause} ({confidence} confidence)",
+                        "曲线形状 {shape}，原因 {cause}（置信度：{confidence}）"),
+}
+
+
+def prediction_text(p, lang: str | None = None) -> str:
+    """"shape plateau, cause huge_lr (note)", in `lang`."""
+    if p is None or p.empty:
+        return TEXTS[NO_PREDICTION].say(lang)
+    text = TEXTS["prediction"].say(lang, shape=p.shape or "?", cause=p.cause or "?")
+    return f"{text} ({p.note})" if p.note else text
+
+
+def observation_text(o, lang: str | None = None) -> str:
+    """"shape plateau, cause huge_lr (high confidence)", in `lang`."""
+    from ..catalogue.diagnosis import CONFIDENCE  # the diagnosis' words for its confidence levels
+
+    level = CONFIDENCE[o.confidence].say(lang) if o.confidence in CONFIDENCE else o.confidence
+    return TEXTS["observation"].say(lang, shape=o.shape, cause=o.cause or "?", confidence=level)
 
 
 @dataclass(frozen=True)

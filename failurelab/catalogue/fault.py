@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .recipes import Edit, Recipe, Scale, Set, apply
-from .shapes import SHAPES
-from .signatures import Evidence, Signature
-from .text import Text, language
+from ..basics.recipes import Edit, Recipe, Scale, Set, apply
+from ..basics.text import Text, language
+from ..evidence.shapes import SHAPES
+from ..evidence.signatures import Evidence, Signature
 
 FAMILIES = ("data", "optimization", "numerics", "activation", "implementation",
             "evaluation", "performance")

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .catalogue import FAULTS
-from .faults import Fault, get
-from .recipes import check_seed
-from .shapes import name as shape_name
-from .text import Text
+from ..basics.recipes import check_seed
+from ..basics.text import Text
+from ..catalogue import FAULTS
+from ..catalogue.faults import Fault, get
+from ..evidence.shapes import name as shape_name
 from .worksheet import Worksheet, check_cause
 
 KEY_PREFIX = "mystery-"  # worksheet experiment names: "mystery-7"
@@ -160,7 +160,7 @@ def mystery(seed: int, faults: Iterable[str] | None = None, *,
 
     The run uses the same `seed`, so one number reproduces the whole mystery.  `steps`
     shortens it (the telemetry of a short run may not show the signature)."""
-    from .train import run  # torch, imported when a mystery is run (see __init__)
+    from ..lab.train import run  # torch, imported when a mystery is run (see __init__)
 
     name = pick(seed, faults)
     history = run(name, seed=seed, steps=steps).history.copy()

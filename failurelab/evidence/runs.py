@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..basics.recipes import Recipe
 from . import quantities as q
-from .recipes import Recipe
 
 TIMING_COLUMNS = ("t_data", "t_forward", "t_backward", "t_step")
 

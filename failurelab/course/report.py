@@ -22,17 +22,17 @@ from typing import Callable, Iterable
 import matplotlib
 import pandas as pd
 
-from . import catalogue
-from .diagnosis import diagnose
-from .fault import PHENOMENON_TEXTS, phenomenon
-from .faults import SHAPES, Fault, get
-from .parallel import worker_pool
-from .recipes import baseline, diff, format_diff
-from .shapes import name as shape_name
-from .signatures import Row, side_by_side
-from .tables import html_lang
-from .text import Text, language
-from .train import run
+from .. import catalogue
+from ..basics.recipes import baseline, diff, format_diff
+from ..basics.text import Text, language
+from ..catalogue.diagnosis import diagnose
+from ..catalogue.fault import PHENOMENON_TEXTS, phenomenon
+from ..catalogue.faults import SHAPES, Fault, get
+from ..evidence.shapes import name as shape_name
+from ..evidence.signatures import Row, side_by_side
+from ..lab.parallel import worker_pool
+from ..lab.train import run
+from ..views.tables import html_lang
 
 PLOT_DPI = 100  # 11 x 3.8 inch figures: 1100 px wide, the page's width, ~70 kB each
 
@@ -133,7 +133,7 @@ def changed(fault: Fault) -> str:
 
 def comparison(name: str, healthy, faulty):
     """The fault's comparison figure: loss, and the instrument that shows its cause."""
-    from . import plots
+    from ..views import plots
 
     return plots.compare(healthy, faulty, fault=name)
 

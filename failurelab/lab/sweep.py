@@ -14,10 +14,10 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
-from . import catalogue
-from .faults import get
+from .. import catalogue
+from ..basics.recipes import baseline
+from ..catalogue.faults import get
 from .parallel import worker_pool
-from .recipes import baseline
 from .train import run
 
 COLUMNS = ["kind", "fault", "task", "seed", "fired", "score", "evidence", "values",

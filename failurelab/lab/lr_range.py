@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .faults import resolve
-from .recipes import Recipe
+from ..basics.recipes import Recipe
+from ..catalogue.faults import resolve
 from .train import Parts, build, torch_threads
 
 START_LR, END_LR = 1e-5, 10.0  # the sweep's range, wide enough for SGD and Adam alike
@@ -50,7 +50,7 @@ class LRRangeResult:
 
     def plot(self, ax=None):
         """The sweep on a log-rate axis with the suggestion marked (see plots.lr_range)."""
-        from .plots import lr_range
+        from ..views.plots import lr_range
 
         return lr_range(self, ax=ax)
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from ..basics.text import Text, language
 from .quantities import BINARY, LAB_ONLY, QUANTITIES
-from .text import Text, language
 
 ROLES = ("mechanism", "effect", "guard")
 CAP = 3.0  # a graded margin counts up to 3 healthy-edge distances past the threshold

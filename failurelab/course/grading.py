@@ -12,21 +12,18 @@ count: a blank, an unobserved guess or a worked example never counts as full mar
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from . import shapes
-from .catalogue import FAULTS
-from .fault import phenomenon
-from .tables import TextTable, html_table, markdown_table, page
-from .text import Text, language
-
-if TYPE_CHECKING:
-    from .records import Entry
+from ..basics.text import Text, language
+from ..catalogue import FAULTS
+from ..catalogue.fault import phenomenon
+from ..evidence import shapes
+from ..views.tables import TextTable, html_table, markdown_table, page
+from .records import NO_PREDICTION, Entry, observation_text, prediction_text
+from .records import TEXTS as RECORD_TEXTS
 
 HEALTHY = "healthy"  # the cause of a run on which no fault signature fired
-NO_PREDICTION = "no prediction"
 NOT_OBSERVED = "not observed"
 WORKED_EXAMPLE = "worked example"  # notebook 00's demo: shipped filled in, never graded
 WORKED_EXAMPLE_PREFIX = "demo-"
@@ -49,7 +46,7 @@ FOUR = ("symptom", "cause", "experiment", "fix")
 
 # The words a student reads in the tables (the stored values stay English).
 WORDS = {
-    NO_PREDICTION: Text(NO_PREDICTION, "未作预测"),
+    NO_PREDICTION: RECORD_TEXTS[NO_PREDICTION],
     NOT_OBSERVED: Text(NOT_OBSERVED, "尚未观察"),
     WORKED_EXAMPLE: Text(WORKED_EXAMPLE, "示例（不计分）"),
     "graded": Text("graded", "已评分"),
@@ -61,9 +58,6 @@ TEXTS = {
     "nothing_to_fix": Text("nothing to fix", "无需修复"),
     "unexplained": Text("unexplained: no catalogue signature fired",
                         "无法解释：目录中没有任何特征成立"),
-    "prediction": Text("shape {shape}, cause {cause}", "曲线形状 {shape}，原因 {cause}"),
-    "observation": Text("shape {shape}, cause {cause} ({confidence} confidence)",
-                        "曲线形状 {shape}，原因 {cause}（置信度：{confidence}）"),
     "reveal": Text("graded against the reveal: {fault} (shape {shapes})",
                    "按揭晓的答案评分：{fault}（曲线形状 {shapes}）"),
     "unobserved": Text("; its telemetry was not observed", "；其遥测数据尚未观察"),
@@ -175,22 +169,6 @@ def _row(entry: Entry, lang: str | None = None) -> tuple[str, ...]:
         cause += say("lookalikes", lang, names=", ".join(obs.lookalikes))
     return (symptom, cause, key["experiment"], key["fix"], predicted,
             observation_text(obs, lang), _match(entry, lang))
-
-
-def prediction_text(p, lang: str | None = None) -> str:
-    """"shape plateau, cause huge_lr (note)", in `lang`."""
-    if p is None or p.empty:
-        return word(NO_PREDICTION, lang)
-    text = say("prediction", lang, shape=p.shape or "?", cause=p.cause or "?")
-    return f"{text} ({p.note})" if p.note else text
-
-
-def observation_text(o, lang: str | None = None) -> str:
-    """"shape plateau, cause huge_lr (high confidence)", in `lang`."""
-    from .diagnosis import CONFIDENCE  # the diagnosis' words for its confidence levels
-
-    level = CONFIDENCE[o.confidence].say(lang) if o.confidence in CONFIDENCE else o.confidence
-    return say("observation", lang, shape=o.shape, cause=o.cause or "?", confidence=level)
 
 
 def _telemetry_texts(obs, lang: str | None = None) -> dict[str, str]:

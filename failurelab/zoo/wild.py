@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from . import zoo
-from .diagnosis import Diagnosis, diagnose
-from .signatures import fmt
+from .. import zoo
+from ..catalogue.diagnosis import Diagnosis, diagnose
+from ..evidence.signatures import fmt
 
 # Families in the order the default picks them: as unlike each other as the zoo has.
 PREFERRED = ("cnn_bn", "gru", "regressor", "attention", "bag", "resmlp", "binary",
@@ -47,7 +47,7 @@ class Wild:
 
     def plot(self):
         """The loss of each family's control (grey) and faulty run, one panel each."""
-        from .plots import _pyplot, loss
+        from ..views.plots import _pyplot, loss
 
         n = len(self.sightings)
         fig, axes = _pyplot().subplots(1, n, figsize=(4.2 * n, 3.4), layout="constrained",

@@ -7,7 +7,7 @@ same shape from the same numbers.
 
 from __future__ import annotations
 
-from .text import Text, language
+from ..basics.text import Text, language
 
 SHAPES = ("diverging", "oscillating", "plateau", "stepwise", "degrading", "nonfinite",
           "healthy")  # "healthy": the loss looks fine; only a dedicated measurement shows it

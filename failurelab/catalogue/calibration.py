@@ -20,7 +20,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from .quantities import measure
+from ..evidence.quantities import measure
 
 Ranges = dict[str, tuple[float, float]]
 Routes = dict[str, tuple[Ranges, ...]]  # fault -> per signature route, the healthy

@@ -15,7 +15,7 @@ import os
 
 import pandas as pd
 
-from .text import language
+from ..basics.text import language
 
 CELL = ("text-align:left;vertical-align:top;white-space:pre-wrap;overflow-wrap:break-word;"
         "padding:4px 8px;border-bottom:1px solid #ddd;min-width:4em;max-width:28em")

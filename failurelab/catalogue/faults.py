@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import difflib
 
-from .catalogue import FAULTS
+from ..basics.recipes import Recipe, baseline
+from ..evidence.runs import history_of
+from ..evidence.signatures import Evidence
+from . import FAULTS
 from .fault import FAMILIES, PHENOMENA, SHAPES, Fault
-from .recipes import Recipe, baseline
-from .runs import history_of
-from .signatures import Evidence
 
 __all__ = ["FAMILIES", "FAULTS", "PHENOMENA", "SHAPES", "Fault", "check", "get", "inject",
            "resolve"]
