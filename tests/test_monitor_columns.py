@@ -708,3 +708,13 @@ def test_heads_concatenated_on_one_axis_are_not_read_as_a_heavy_loss():
     (g,) = torch.autograd.grad(loss, z)
     assert math.isnan(loss_weights(logits, g).item())
     assert loss_weights(logits[..., :3], g[..., :3]).item() == pytest.approx(1, rel=1e-5)
+    # the second head fits every row exactly (no gradient): one negative entry per row,
+    # but the first head's gradient covers only its own share of the joint softmax
+    logits[0, :, 3:] = -100
+    logits[0, torch.arange(16), 3 + yb] = 100
+    z = logits.clone().requires_grad_()
+    loss = (nn.functional.cross_entropy(z[0, :, :3], ya)
+            + nn.functional.cross_entropy(z[0, :, 3:], yb))
+    (g,) = torch.autograd.grad(loss, z)
+    assert (g[0, :, 3:] == 0).all() and ((g < 0).sum(-1) == 1).all()
+    assert math.isnan(loss_weights(logits, g).item())
