@@ -196,3 +196,19 @@ def validation_in_raw_units(seed=0):
 
 def validation_standardised(seed=0):
     return _validated(seed, scale_val=True)
+
+
+def beside_plain(run):
+    """`run(monitored)` -> (per-step reference dicts with a "loss", the monitor or None):
+    run it plain, then monitored with every MonitorWarning an error; assert the monitor
+    left the losses bit-identical.  Returns the monitored run's references, monitor and
+    history."""
+    import warnings
+
+    plain, _ = run(False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fl.MonitorWarning)
+        ref, mon = run(True)
+        history = mon.history
+    assert [r["loss"] for r in ref] == [r["loss"] for r in plain]  # the loop is untouched
+    return ref, mon, history

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from foreign_loops import beside_plain
 from torch import nn
 
 import failurelab as fl
@@ -197,12 +198,7 @@ def test_an_lbfgs_closure_is_read_at_its_first_evaluation_and_once_per_step():
             if mon is not None:
                 mon.record(loss)
         return ref, mon
-    plain, _ = run(False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", MonitorWarning)
-        ref, mon = run(True)
-        h = mon.history
-    assert [r["loss"] for r in ref] == [r["loss"] for r in plain]
+    ref, mon, h = beside_plain(run)
     for column in ("grad_norm", "update_norm"):
         assert h[column].tolist() == pytest.approx([r[column] for r in ref], rel=1e-5)
     assert (h["batch_size"] == 8).all() and (h["output_backwards"] == 1).all()
