@@ -483,8 +483,9 @@ def test_batchnorm_train_says_whether_a_batchnorm_layer_is_training_at_record():
 
 
 def test_confident_rows_do_not_hide_the_loss_weight():
-    """A row predicted with p = 1 - 1e-7 has a gradient of a few ulps whose rounding is
-    a large share of its own size; the weight is still read from the whole output."""
+    """A row predicted with p = 1 to float precision has only ulps of gradient, whose
+    rounding is a large share of their size; the weight is read from the other rows
+    and still counts every row."""
     from failurelab.telemetry.probes import loss_weights
 
     logits = torch.randn(1, 32, 3)
@@ -717,4 +718,16 @@ def test_heads_concatenated_on_one_axis_are_not_read_as_a_heavy_loss():
             + nn.functional.cross_entropy(z[0, :, 3:], yb))
     (g,) = torch.autograd.grad(loss, z)
     assert (g[0, :, 3:] == 0).all() and ((g < 0).sum(-1) == 1).all()
+    assert math.isnan(loss_weights(logits, g).item())
+    # most rows fit both heads to float precision: no negative entry at all, and the
+    # second head's ulps of gradient divided by a joint softmax that holds ~1e-26 there
+    # (read, they gave this step a weight of 1.6e15)
+    rows = torch.arange(5, 16)
+    logits[0, 5:, :3], logits[0, rows, ya[5:]] = -60, 60
+    logits[0, 5:, 3:], logits[0, rows, 3 + yb[5:]] = 0, 25
+    z = logits.clone().requires_grad_()
+    loss = (nn.functional.cross_entropy(z[0, :, :3], ya)
+            + nn.functional.cross_entropy(z[0, :, 3:], yb))
+    (g,) = torch.autograd.grad(loss, z)
+    assert ((g[0, 5:] < 0).sum(-1) == 0).all() and (g[0, 5:] > 0).any(-1).all()
     assert math.isnan(loss_weights(logits, g).item())
