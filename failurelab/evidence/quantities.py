@@ -560,14 +560,18 @@ def float16_share(h):
 
 
 def backward_skip_share(h):
-    """Share of the recorded steps a GradScaler skipped while their loss was finite: the
-    backward pass alone put inf/NaN in the scaled gradients (NaN when skips were not
-    recorded).  A healthy scaler skips a few while it finds its scale, then about one step
-    per growth interval (2000 steps by default)."""
+    """Share of the steps from a GradScaler's first taken one on that it skipped while
+    their loss was finite: the backward pass alone put inf/NaN in the scaled gradients
+    (NaN when skips were not recorded).  The skips before the first taken step are the
+    scaler finding its scale (each halves it); from then on a healthy scaler skips about
+    one step per growth interval (2000 steps by default), when it tries a doubled scale.
+    A run in which no step was ever taken counts all of its steps."""
     if "step_skipped" not in h or "loss" not in h or h["step_skipped"].isna().all():
         return NAN
     skipped = h["step_skipped"].fillna(0).to_numpy() == 1
-    return float(np.mean(skipped & np.isfinite(h["loss"].to_numpy(dtype=float))))
+    taken = np.flatnonzero(~skipped)
+    settled = slice(taken[0] if len(taken) else 0, None)
+    return float(np.mean((skipped & np.isfinite(h["loss"].to_numpy(dtype=float)))[settled]))
 
 
 def loss_scaled_share(h):
