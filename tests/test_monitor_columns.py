@@ -422,9 +422,22 @@ def test_class_weights_and_ignored_rows_keep_a_mean_at_one(loss_args):
     np.testing.assert_allclose(weight, 1, rtol=1e-5)
 
 
-def test_soft_targets_only_lower_the_loss_weight():
+def test_soft_targets_never_raise_the_loss_weight():
+    """Label smoothing's rows are read only where they look like a hard target's, and
+    then low; distillation's T^2-scaled KL at temperature T (gradient T (p_T - q_T) per
+    mean row) is not read at all, where divided by the plain softmax it read as T."""
+    from failurelab.telemetry.probes import loss_weights
+
     weight, _, _ = _weighed(label_smoothing=0.1)
-    assert (weight < 1).all() and (weight > 0.5).all()
+    assert not (weight > 1).any()
+    torch.manual_seed(0)
+    logits, teacher, T = torch.randn(1, 32, 5), torch.randn(32, 5) * 8, 2.0  # read 1.97
+    z = logits.clone().requires_grad_()
+    loss = nn.functional.kl_div(nn.functional.log_softmax(z[0] / T, -1),
+                                nn.functional.softmax(teacher / T, -1),
+                                reduction="batchmean") * T * T
+    (g,) = torch.autograd.grad(loss, z)
+    assert math.isnan(loss_weights(logits, g).item())
 
 
 def test_the_loss_weight_is_not_measured_where_the_gradient_is_not_a_softmax_ce():

@@ -274,16 +274,17 @@ def loss_weights(outputs: torch.Tensor, grads: torch.Tensor, tol: float = 1e-2) 
     have no gradient); a sum weighs B.  Soft targets (label smoothing, distillation)
     only lower the estimate.  `tol` admits float16 rounding of the gradient.
 
-    The weight is read from rows with exactly one negative entry, the true class's
-    (p - 1 < 0; every other is w p > 0), whose entries with a gradient hold the whole
-    softmax (within `tol`, for float16 flushing the smallest to 0), and scaled to all
-    of the step's rows with a gradient.  Rows with several negative entries, or whose
-    gradient covers only part of the softmax, are several softmaxes side by side on
-    one axis (heads whose logits were concatenated, each with its own target: divided
-    by the joint softmax they read as a heavy weight) or have targets soft enough to
-    push some classes below their share; a row with none has its true class at p = 1
-    to float precision, and only ulps of gradient elsewhere.  None of those is read; a
-    step most of whose rows are not read is not measured (NaN)."""
+    The weight is read from rows that show a hard target under one softmax, and scaled
+    to all of the step's rows with a gradient: exactly one negative entry, the true
+    class's (p - 1 < 0); the entries with a gradient hold the whole softmax; and the
+    largest entry's g / p equals the row's estimate (every other entry is w p), all
+    within `tol` (float16 rounding, and flushing the smallest entries to 0).  Rows that
+    fail are several softmaxes side by side on one axis (heads whose logits were
+    concatenated: divided by the joint softmax they read as a heavy weight), targets
+    that are soft or taken at another temperature (distillation's T p_T - T q_T reads
+    as T times a mean's weight), or a true class at p = 1 to float precision with only
+    ulps of gradient elsewhere.  None of those is read; a step most of whose rows are
+    not read is not measured (NaN)."""
     if outputs.dim() < 3 or outputs.shape[-1] < 2:  # one logit per row: no class axis
         return torch.full((outputs.shape[0],), float("nan"), device=outputs.device)
     p = _softmax_classes(classes_first(outputs))  # (k, C, rows)
@@ -296,8 +297,11 @@ def loss_weights(outputs: torch.Tensor, grads: torch.Tensor, tol: float = 1e-2) 
     rows = positive.sum(1) / share.clamp(min=torch.finfo(F32).tiny)  # (k, rows)
     targets = torch.lt(g, 0, out=torch.empty_like(g)).sum(1)  # negative entries per row
     covered = torch.where(g != 0, p, 0.0).sum(1) >= 1 - tol
+    top = positive.argmax(1, keepdim=True)  # each row's largest entry: the most precise
+    top_ratio = (positive.gather(1, top) / p.gather(1, top).clamp(min=torch.finfo(F32).tiny))
+    agree = (top_ratio.squeeze(1) - rows).abs() <= tol * rows
     weighed = (share > 0).to(F32)  # rows with a gradient
-    single = weighed * ((targets == 1) & covered).to(F32)
+    single = weighed * ((targets == 1) & covered & agree).to(F32)
     read, weighed = single.sum(1), weighed.sum(1)
     weight = (rows * single).sum(1) * weighed / read.clamp(min=1)
     return torch.where(softmax_like & (2 * read > weighed), weight, float("nan"))
