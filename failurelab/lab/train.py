@@ -120,6 +120,7 @@ def run(recipe_or_name: Recipe | str, *, seed: int = 0, steps: int | None = None
 def _train(parts: Parts, preset: str, device: torch.device):
     recipe, model, optimizer, loss_fn = parts.recipe, parts.model, parts.optimizer, parts.loss_fn
     model.to(device)  # in place: the optimizer's parameters move with it
+    val = tuple(t.to(device) for t in parts.val)  # moved once, evaluated every eval_every
     amp_dtype = getattr(torch, recipe.dtype)
     use_amp = recipe.dtype != "float32"
     by_hand = recipe.log_softmax == "by_hand"
@@ -180,7 +181,7 @@ def _train(parts: Parts, preset: str, device: torch.device):
             if recipe.task == "sequence":
                 extra["pad_attention"] = pad_attention(model, X_part)  # the last forward's
             if step % recipe.eval_every == 0 or step == recipe.steps - 1:
-                extra.update(evaluate(model, parts.val, recipe))
+                extra.update(evaluate(model, val, recipe))
             mon.record(loss, **extra)
             if not math.isfinite(loss.item()):
                 first_bad = step  # stop cleanly: nothing after a NaN loss means anything
@@ -197,7 +198,7 @@ def evaluate(model: nn.Module, val, recipe: Recipe) -> dict[str, float]:
     pads are appended; float rounding (~1e-7) when padding is masked.
     Both checks need only an existence proof, so they use the first PROBE_SAMPLES.
     """
-    X, y = (t.to(_device(model)) for t in val)
+    X, y = val
     if recipe.eval_mode:
         model.eval()  # forget this and dropout keeps firing during validation
     use_amp = recipe.dtype != "float32"
@@ -226,10 +227,6 @@ def usable_device(device: str | torch.device) -> torch.device:
     except (RuntimeError, AssertionError, TypeError) as error:
         raise ValueError(f"device {str(device)!r} cannot be used here ({error})") from None
     return device
-
-
-def _device(model: nn.Module) -> torch.device:
-    return next(model.parameters()).device
 
 
 def pad_attention(model: nn.Module, tokens: torch.Tensor) -> float:
