@@ -294,17 +294,18 @@ def loss_weights(outputs: torch.Tensor, grads: torch.Tensor, tol: float = 1e-2) 
     softmax_like = g.sum(1).abs().sum(1) <= tol * g.abs().sum((1, 2))
     positive = g.clamp(min=0)
     share = torch.where(positive > 0, p, 0.0).sum(1)
-    rows = positive.sum(1) / share.clamp(min=torch.finfo(F32).tiny)  # (k, rows)
+    tiny = torch.finfo(F32).tiny
+    per_row = positive.sum(1) / share.clamp(min=tiny)  # (k, rows)
     targets = torch.lt(g, 0, out=torch.empty_like(g)).sum(1)  # negative entries per row
     covered = torch.where(g != 0, p, 0.0).sum(1) >= 1 - tol
     top = positive.argmax(1, keepdim=True)  # each row's largest entry: the most precise
-    top_ratio = (positive.gather(1, top) / p.gather(1, top).clamp(min=torch.finfo(F32).tiny))
-    agree = (top_ratio.squeeze(1) - rows).abs() <= tol * rows
-    weighed = (share > 0).to(F32)  # rows with a gradient
-    single = weighed * ((targets == 1) & covered & agree).to(F32)
-    read, weighed = single.sum(1), weighed.sum(1)
-    weight = (rows * single).sum(1) * weighed / read.clamp(min=1)
-    return torch.where(softmax_like & (2 * read > weighed), weight, float("nan"))
+    top_ratio = (positive.gather(1, top) / p.gather(1, top).clamp(min=tiny)).squeeze(1)
+    agree = (top_ratio - per_row).abs() <= tol * per_row
+    with_grad = share > 0
+    read = (with_grad & (targets == 1) & covered & agree).to(F32)
+    n_read, n_with_grad = read.sum(1), with_grad.to(F32).sum(1)
+    weight = (per_row * read).sum(1) * n_with_grad / n_read.clamp(min=1)
+    return torch.where(softmax_like & (2 * n_read > n_with_grad), weight, float("nan"))
 
 
 def std_of(total: float, total_sq: float, n: int) -> float:
