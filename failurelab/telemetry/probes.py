@@ -14,6 +14,7 @@ import torch
 
 F32 = torch.float32
 LONG_ROW = 2**16  # entries: beyond this, memory traffic costs more than torch calls
+FEW_CLASSES = 32  # fewer classes than this: reduce them in a classes-first copy
 SATURATION_MARGIN = 0.01  # a sigmoid/tanh output this close to a bound passes ~no gradient
 
 
@@ -174,9 +175,16 @@ def count_where(compare, t: torch.Tensor, value: float,
     and a float sum counts them exactly: two passes, where a boolean reduction is
     several times slower on CPU.  NaN compares false, so callers must treat rows with
     NaN separately."""
+    return flags(compare, t, value, out).sum(1)
+
+
+def flags(compare, t: torch.Tensor, value, out: torch.Tensor | None = None) -> torch.Tensor:
+    """`compare(t, value)` (e.g. `torch.gt`) written as 1.0 / 0.0 floats (into `out`,
+    which may be `t`): on the CPU a float comparison is about twice as fast as a
+    boolean one, and a mask that multiplies can replace a `torch.where`."""
     if out is None:
         out = torch.empty_like(t, dtype=F32)
-    return compare(t, value, out=out).sum(1)
+    return compare(t, value, out=out)
 
 
 def sums(T: torch.Tensor) -> torch.Tensor:
@@ -249,11 +257,15 @@ def distribution_rows(T: torch.Tensor, tol: float = 1e-3) -> torch.Tensor:
 
 
 def classes_first(T: torch.Tensor) -> torch.Tensor:
-    """(k, ..., C) → (k, C, rows) float32, contiguous: reductions over the classes then
-    run along memory for all rows at once.  Over a short last dimension (3 classes)
-    they would be several times slower, and softmax 20 times."""
+    """(k, ..., C) → (k, C, rows) float32.  Fewer than `FEW_CLASSES` classes are copied
+    into that order: reductions over the classes then run along memory for all rows at
+    once, where over a short last dimension (3 classes) they would be several times
+    slower, and softmax 20 times.  More classes (a vocabulary) are long enough to
+    reduce along memory as they lie: a transposed view, no copy, and every result of
+    it keeps that layout."""
     k, classes = T.shape[0], T.shape[-1] if T.dim() > 1 else 1
-    return T.reshape(k, -1, classes).to(F32).transpose(1, 2).contiguous()
+    rows = T.reshape(k, -1, classes).to(F32).transpose(1, 2)
+    return rows.contiguous() if classes < FEW_CLASSES else rows
 
 
 def _softmax_classes(logits: torch.Tensor) -> torch.Tensor:
@@ -292,14 +304,18 @@ def loss_weights(outputs: torch.Tensor, grads: torch.Tensor, tol: float = 1e-2) 
     # summed over the rows: a confident row's few-ulp rounding is large next to its own
     # tiny gradient, never next to the whole output's
     softmax_like = g.sum(1).abs().sum(1) <= tol * g.abs().sum((1, 2))
+    # masks as 1.0 / 0.0 floats that multiply: on the CPU `torch.where` over the whole
+    # output is several times slower (see `flags`)
     positive = g.clamp(min=0)
-    share = torch.where(positive > 0, p, 0.0).sum(1)
+    share = (p * flags(torch.gt, positive, 0)).sum(1)
     tiny = torch.finfo(F32).tiny
     per_row = positive.sum(1) / share.clamp(min=tiny)  # (k, rows)
-    targets = torch.lt(g, 0, out=torch.empty_like(g)).sum(1)  # negative entries per row
-    covered = torch.where(g != 0, p, 0.0).sum(1) >= 1 - tol
-    top = positive.argmax(1, keepdim=True)  # each row's largest entry: the most precise
-    top_ratio = (positive.gather(1, top) / p.gather(1, top).clamp(min=tiny)).squeeze(1)
+    targets = flags(torch.lt, g, 0).sum(1)  # negative entries per row
+    covered = (p * flags(torch.ne, g, 0)).sum(1) >= 1 - tol
+    # g / p at each row's largest entry, the most precise (not argmax + gather: on the
+    # CPU an argmax across the classes is 50-100 times slower than this max)
+    at_top = flags(torch.eq, positive, positive.amax(1, keepdim=True))
+    top_ratio = (positive / p.clamp(min=tiny) * at_top).amax(1)
     agree = (top_ratio - per_row).abs() <= tol * per_row
     with_grad = share > 0
     read = (with_grad & (targets == 1) & covered & agree).to(F32)
