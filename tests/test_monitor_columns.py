@@ -744,3 +744,71 @@ def test_heads_concatenated_on_one_axis_are_not_read_as_a_heavy_loss():
     (g,) = torch.autograd.grad(loss, z)
     assert ((g[0, 5:] < 0).sum(-1) == 0).all() and (g[0, 5:] > 0).any(-1).all()
     assert math.isnan(loss_weights(logits, g).item())
+
+
+class _TinyLM(nn.Module):
+    """Token ids (B, T) → logits (B, T, V): an output too large to read whole."""
+
+    def __init__(self, vocab):
+        super().__init__()
+        self.emb, self.head = nn.Embedding(vocab, 8), nn.Linear(8, vocab)
+
+    def forward(self, tokens):
+        return self.head(self.emb(tokens))
+
+
+@pytest.mark.parametrize("reduction, padded", [("mean", False), ("mean", True),
+                                               ("sum", False)])
+def test_a_large_output_is_read_on_sampled_rows_and_weighed_as_a_whole(reduction, padded):
+    """Logits (16, 64, 500) are 512000 entries, more than `KEEP_ENTRIES`: the columns come
+    from a sample of rows, and the loss weight is scaled back to all of them: 1 for a
+    mean (also when half the tokens are padding that the loss ignores), the number of
+    tokens for a sum."""
+    from failurelab.telemetry.instruments import KEEP_ENTRIES
+
+    vocab, B, T = 500, 16, 64
+    assert B * T * vocab > 4 * KEEP_ENTRIES
+    torch.manual_seed(0)
+    model = _TinyLM(vocab)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, vocab, (B, T), generator=g)
+    targets = torch.randint(0, vocab, (B, T), generator=g)
+    if padded:
+        targets[:, T // 2:] = -100  # the loss's ignore_index
+    ce = nn.CrossEntropyLoss(reduction=reduction)
+
+    def loss_fn(out, y):
+        return ce(out.reshape(-1, vocab), y.reshape(-1))
+
+    with torch.no_grad():
+        first_std = model(tokens).std(unbiased=False).item()
+    h = _train(model, opt, [(tokens, targets)] * 3, loss_fn)
+    expected = 1.0 if reduction == "mean" else B * T
+    # the sampled rows stand for all.  With padding, the share of tokens with a gradient
+    # is read on the sample too, one row from each stretch of 7.8: only the stretches
+    # across the 16 padding edges can go either way, a spread of about
+    # sqrt(16 / 4) / 131 = 1.5%, so 5% is three times that
+    assert h["loss_weight"].tolist() == pytest.approx([expected] * 3,
+                                                      rel=0.05 if padded else 1e-4)
+    assert h["output_std"].iloc[0] == pytest.approx(first_std, rel=0.05)  # of 65500 entries
+
+
+def test_sampled_rows_pair_an_output_with_its_gradient_and_spare_the_loops_random_state():
+    """The rows read depend only on the shape: the gradient's are the output's, the
+    loop's random stream is untouched, and no stride falls in step with a sequence
+    length (64 positions: a sample of every k-th token of 1024 would read 1 or 2)."""
+    from failurelab.telemetry.instruments import sample_rows
+
+    out = torch.randn(16, 64, 500)
+    grad = out * 2
+    state = torch.random.get_rng_state()
+    (rows, scale), (grad_rows, _) = sample_rows(out), sample_rows(grad)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert torch.equal(grad_rows, rows * 2)
+    assert rows.shape == (131, 500) and scale == pytest.approx(1024 / 131)
+    flat = out.reshape(-1, 500)
+    index = [next(i for i in range(1024) if torch.equal(flat[i], r)) for r in rows]
+    assert index == sorted(index) and len({i % 64 for i in index}) > 50
+    small = torch.randn(8, 3)
+    assert sample_rows(small) == (small, 1.0)
