@@ -255,29 +255,35 @@ def test_record_takes_floats_and_extra_columns_and_rejects_nonsense():
         fl.Monitor(model, "sgd")
 
 
-def test_large_activations_reduced_in_their_hook_match_a_reference():
-    """Outputs above `KEEP_ENTRIES` are reduced to sums in the hook, not kept: the
-    columns still match a float64 reference, step by step."""
+def test_large_activations_are_read_on_sampled_units_that_match_a_reference():
+    """Outputs above `KEEP_ENTRIES` are read on a sample of their units: the columns
+    match a float64 reference on exactly those units, step by step, and stay within
+    sampling error of the reference on the whole output."""
     torch.manual_seed(0)
-    width = 2048  # 40 x 2048 entries per output: above KEEP_ENTRIES
+    width = 4096  # 40 x 4096 entries per output: above KEEP_ENTRIES
     model = nn.Sequential(nn.Linear(3, width), nn.Sigmoid(), nn.Linear(width, width),
                           nn.ReLU(), nn.Linear(width, 1))
     with torch.no_grad():
         model[0].weight.mul_(4)  # some saturation
         model[2].bias.fill_(-0.02)  # some dead units
     assert 40 * width > instruments.KEEP_ENTRIES
+    units = instruments.sample_units(torch.arange(40 * width).reshape(40, width))[0]
+    assert 1000 < len(units) < width  # 102 runs of 16 units
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    mon, expected = fl.Monitor(model, opt), []
+    mon, sampled, whole, sig_units, out_units = fl.Monitor(model, opt), [], [], [], []
     for x, y in _batches(5, [40] * 5):
         opt.zero_grad()
-        sig = torch.sigmoid(model[0](x))
-        out = torch.relu(model[2](sig))
-        expected.append({
-            "act_mean/1": sig.double().mean().item(),
-            "act_std/1": sig.double().std(unbiased=False).item(),
-            "saturated_frac/1": ((sig < 0.01) | (sig > 0.99)).double().mean().item(),
-            "act_mean/3": out.double().mean().item(),
-            "dead_frac/3": (out.detach().amax(0) == 0).double().mean().item()})
+        sig = torch.sigmoid(model[0](x)).detach().double()
+        out = torch.relu(model[2](sig.float())).detach().double()
+        sig_units.append(sig.mean(0))
+        out_units.append(out.mean(0))
+        for expected, s, o in ((sampled, sig[:, units], out[:, units]), (whole, sig, out)):
+            expected.append({
+                "act_mean/1": s.mean().item(),
+                "act_std/1": s.std(unbiased=False).item(),
+                "saturated_frac/1": ((s < 0.01) | (s > 0.99)).double().mean().item(),
+                "act_mean/3": o.mean().item(),
+                "dead_frac/3": (o.amax(0) == 0).double().mean().item()})
         loss = ((model(x) - y[:, :1]) ** 2).mean()
         loss.backward()
         opt.step()
@@ -285,9 +291,35 @@ def test_large_activations_reduced_in_their_hook_match_a_reference():
     history = mon.history
     mon.close()
     assert 0 < history["dead_frac/3"].iloc[0] < 1 and history["saturated_frac/1"].iloc[0] > 0
-    for i, row in enumerate(expected):
-        for column, value in row.items():
+    for i, (on_sample, on_all) in enumerate(zip(sampled, whole)):
+        for column, value in on_sample.items():
             assert history[column].iloc[i] == pytest.approx(value, rel=1e-5, abs=1e-7), column
+        # 1632 of 4096 units, read without replacement: a mean over them is off the whole
+        # output's by its standard error, std(unit means) * sqrt((1 - 1632/4096) / 1632),
+        # and a share's is below sqrt(0.25 * (1 - 1632/4096) / 1632) = 0.01; 4 of each
+        for column, per_unit in (("act_mean/1", sig_units), ("act_mean/3", out_units),
+                                 ("saturated_frac/1", None), ("dead_frac/3", None)):
+            error = (per_unit[i].std().item() if per_unit else 0.5) * math.sqrt(
+                (1 - len(units) / width) / len(units))
+            assert abs(history[column].iloc[i] - on_all[column]) <= 4 * error, column
+
+
+def test_sampled_units_are_runs_spread_over_every_channel():
+    """A convolution's output (64, 32, 32, 32): the same units of every sample, in runs
+    of neighbours, from every channel, chosen by the shape alone."""
+    y = torch.arange(64 * 32 * 32 * 32, dtype=torch.float32).reshape(64, 32, 32, 32)
+    state = torch.random.get_rng_state()
+    sample = instruments.sample_units(y)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert sample.shape == (64, 64 * instruments.UNIT_RUN)  # 2**16 entries
+    units = sample[0].long()
+    assert torch.equal(sample - units, (torch.arange(64.0)[:, None] * 32**3).expand_as(sample))
+    runs = units.reshape(-1, instruments.UNIT_RUN)
+    assert torch.equal(runs - runs[:, :1], torch.arange(instruments.UNIT_RUN).expand_as(runs))
+    assert len(set((units // (32 * 32)).tolist())) == 32  # every channel
+    assert torch.equal(instruments.sample_units(y), sample)
+    small = torch.randn(64, 1000)
+    assert instruments.sample_units(small) is small
 
 
 @pytest.mark.parametrize("kind", ["sigmoid", "tanh", "relu"])

@@ -23,7 +23,8 @@ from . import probes
 from .buffers import ChainBuffers, SampleBuffers
 
 _NAN = float("nan")
-KEEP_ENTRIES = 2**16  # forward tensors larger than this are reduced in their hook
+KEEP_ENTRIES = 2**16  # forward tensors larger than this are sampled or reduced in their hook
+UNIT_RUN = 16  # neighbouring units `sample_units` reads together: a 64-byte line of float32
 ZERO_GRAD_FRAC = 5  # its place in the table of `probes.chained_columns` and `sampled_columns`
 _ACTIVATION_KINDS = {torch.nn.Sigmoid: "sigmoid", torch.nn.Tanh: "tanh",
                      torch.nn.ReLU: "relu"}
@@ -426,31 +427,60 @@ def sample_rows(t: torch.Tensor) -> tuple[torch.Tensor, float]:
     stretches, so no stride can fall in step with a sequence length), and how many of
     its rows each row read stands for.  The rows drawn depend only on the shape: an
     output and its gradient give the same ones, and no random state of the loop's is
-    touched."""
+    touched (see `_spread`)."""
     if t.numel() <= KEEP_ENTRIES or t.dim() < 2:
         return t, 1.0
     rows = t.reshape(-1, t.shape[-1])
     keep = max(1, KEEP_ENTRIES // rows.shape[1])
-    return rows.index_select(0, _row_index(rows.shape[0], keep, t.device)), rows.shape[0] / keep
+    return rows.index_select(0, _spread(rows.shape[0], keep, t.device)), rows.shape[0] / keep
+
+
+def sample_units(y: torch.Tensor) -> torch.Tensor:
+    """`y`, (batch, ...), or when it holds more than `KEEP_ENTRIES` entries a
+    (batch, units) copy of about `KEEP_ENTRIES / batch` of each sample's units (its
+    entries): the same units of every sample, so a unit's whole batch is read (a ReLU
+    unit is dead when no sample fires it).  They are read in runs of `UNIT_RUN`
+    neighbours, one run from each equal stretch of the sample (every channel of a
+    convolution's output has some): memory is read by the cache line, so a scattered
+    sample of units would cost as much as the whole output.  Chosen as `sample_rows`'
+    rows are: by the shape alone."""
+    batch = y.shape[0]
+    if y.numel() <= KEEP_ENTRIES or y.dim() < 2 or not batch:
+        return y
+    units = y[0].numel()
+    runs = max(1, KEEP_ENTRIES // (batch * UNIT_RUN))
+    if runs >= units // UNIT_RUN:
+        return y
+    return y.reshape(batch, units).index_select(1, _runs(units, runs, y.device))
 
 
 @functools.lru_cache(maxsize=16)
-def _row_index(rows: int, keep: int, device: torch.device) -> torch.Tensor:
-    """`keep` row numbers out of `rows`, one drawn from each of `keep` equal stretches,
-    ascending (see `sample_rows`); a generator of its own, seeded alike every time."""
-    starts = torch.arange(keep, dtype=torch.float64) * (rows / keep)
+def _spread(n: int, keep: int, device: torch.device) -> torch.Tensor:
+    """`keep` of the numbers 0..n-1, one drawn from each of `keep` equal stretches,
+    ascending; from a generator of its own, seeded alike every time."""
+    starts = torch.arange(keep, dtype=torch.float64) * (n / keep)
     offsets = torch.rand(keep, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    index = (starts + offsets * (rows / keep)).long().clamp(max=rows - 1)
-    return index.to(device)
+    return (starts + offsets * (n / keep)).long().clamp(max=n - 1).to(device)
+
+
+@functools.lru_cache(maxsize=16)
+def _runs(units: int, runs: int, device: torch.device) -> torch.Tensor:
+    """The units `sample_units` reads: `runs` runs of `UNIT_RUN` neighbours, spread."""
+    starts = _spread(units // UNIT_RUN, runs, device) * UNIT_RUN
+    return (starts[:, None] + torch.arange(UNIT_RUN, device=device)).flatten()
 
 
 class Activations(Instrument):
     """One Sigmoid/Tanh/ReLU module's output: mean, std, saturated or dead share.
 
     A small output is kept until its chunk is computed (one set of torch calls for 32
-    steps); one larger than `KEEP_ENTRIES` is reduced in the hook to its three sums (a
-    few fused reductions, no copy), because keeping and stacking it would copy megabytes
-    per step and hold them while the loop allocates its own."""
+    steps).  Of one larger than `KEEP_ENTRIES`, a sample of its units is read (see
+    `sample_units`): its columns are those units' own.  Reading the whole of a
+    convolution's ReLU outputs, (64, 32, 32, 32) and (64, 64, 16, 16), cost 2 ms of the
+    CNN's 56 ms step in `benchmarks/overhead.py`, the sample 0.2 ms.  A sample still
+    larger (a batch of thousands) is reduced in the hook to its three sums (a few fused
+    reductions, no copy), because keeping and stacking it would copy megabytes per step
+    and hold them while the loop allocates its own."""
 
     def __init__(self, module_name: str, kind: str, keep_entries: int = KEEP_ENTRIES):
         self.kind, self.keep_entries = kind, keep_entries
@@ -463,7 +493,7 @@ class Activations(Instrument):
     def see(self, output, unbatched: bool) -> None:
         if not isinstance(output, torch.Tensor):
             return
-        y = output.unsqueeze(0) if unbatched else output
+        y = sample_units(output.unsqueeze(0) if unbatched else output)
         if y.numel() <= self.keep_entries or y.dim() < 2:
             self.current = y  # stacked under no_grad when its chunk is computed
             return
