@@ -5,8 +5,8 @@ conv+BatchNorm blocks and a dense head, ~0.5 M parameters, AdamW, batch 64 of 3x
 and a small causal language model (two pre-norm transformer layers of width 128 over a
 vocabulary of 2000, AdamW, 16 sequences of 64 tokens): its logits, (16, 64, 2000), are
 the largest output a user's model is likely to hand the monitor.
-For each loop the variants run interleaved (plain, full, economy, plain, ...), so
-background load hits all of them alike; each variant's time per step is the median
+For each loop the variants run interleaved (plain, full, economy, ...; each repeat
+starts one variant later), so background load hits all of them alike; each variant's time per step is the median
 over the repeats, and its ratio is the median over the repeats of its time divided by
 the plain loop's time in the same repeat.
 
@@ -174,9 +174,13 @@ def measure(name: str, make, steps: int, repeats: int, targets: dict, floor: boo
         variants.update({"floor full": "floor full", "floor eco": "floor economy"})
     times = {v: [] for v in variants}
     loop(make, None, min(steps, 32))  # warm up allocator and kernels
-    for _ in range(repeats):
-        for variant, preset in variants.items():
-            times[variant].append(loop(make, preset, steps, other))
+    order = list(variants)
+    for repeat in range(repeats):
+        # each repeat starts one variant later, so no variant always runs first (after
+        # the previous repeat's last) or last: a position's effect, if any, is shared
+        shift = repeat % len(order)
+        for variant in order[shift:] + order[:shift]:
+            times[variant].append(loop(make, variants[variant], steps, other))
     medians = {v: statistics.median(t) for v, t in times.items()}
     print(f"{name}: {steps} steps, median of {repeats} interleaved repeats")
     print(f"{'variant':<14}{'µs/step':>10}{'ratio':>8}{'target':>8}")
