@@ -299,6 +299,15 @@ def _loops(f: float, seed: int) -> dict:
         return Loop(m, o, ce_tokens, data_markov(seed), "tokens", steps=250, batch=32,
                     schedule=warm, validate=True, terms=lambda out, y: y.numel())
 
+    def causal_lm_vocab512():
+        # the same LM over 512 tokens: its logits, (32, 16, 512), are more than the
+        # Monitor reads whole, so its output columns come from a sample of the rows
+        m = CausalLM(V=512)
+        o = opt.AdamW(m.parameters(), lr=3e-3 * f, weight_decay=0.01, betas=(0.9, 0.98))
+        warm = opt.lr_scheduler.LambdaLR(o, lambda s: min(1.0, (s + 1) / 20))
+        return Loop(m, o, ce_tokens, data_markov(seed, V=512), "tokens", steps=250, batch=32,
+                    schedule=warm, validate=True, terms=lambda out, y: y.numel())
+
     def tied_gru_lm():
         m = TiedGRULM()
         o = opt.Adam(m.parameters(), lr=5e-3 * f, amsgrad=True)
@@ -368,7 +377,8 @@ def _loops(f: float, seed: int) -> dict:
                     validate=True,
                     plateau=opt.lr_scheduler.ReduceLROnPlateau(o, factor=0.3, patience=2))
 
-    return {"causal_lm": causal_lm, "tied_gru_lm": tied_gru_lm, "packed_gru": packed_gru,
+    return {"causal_lm": causal_lm, "causal_lm_vocab512": causal_lm_vocab512,
+            "tied_gru_lm": tied_gru_lm, "packed_gru": packed_gru,
             "resmlp_ln_adamw": resmlp_ln_adamw, "autoencoder_mse": autoencoder_mse,
             "cnn_groupnorm_nesterov": cnn_groupnorm_nesterov, "distillation": distillation,
             "smoothing_rmsprop": smoothing_rmsprop, "wide_mish_sgd": wide_mish_sgd,
@@ -377,7 +387,7 @@ def _loops(f: float, seed: int) -> dict:
 
 LOOPS = tuple(_loops(1.0, 0))
 SGD_LOOPS = ("cnn_groupnorm_nesterov", "wide_mish_sgd", "accumulate_4", "plateau_500")
-KIND = {"causal_lm": "tokens", "tied_gru_lm": "tokens", "packed_gru": "seq",
+KIND = {"causal_lm": "tokens", "causal_lm_vocab512": "tokens", "tied_gru_lm": "tokens", "packed_gru": "seq",
         "resmlp_ln_adamw": "classes", "autoencoder_mse": "value",
         "cnn_groupnorm_nesterov": "classes", "distillation": "soft",
         "smoothing_rmsprop": "classes", "wide_mish_sgd": "classes", "accumulate_4": "classes",

@@ -186,6 +186,11 @@ WRONG_LOSS = Fault(
     edit=(Set("output", "softmax"),),
     repair=(Set("output", "logits"),),
     probe=(Scale("steps", 3),),
+    # probabilities used as logits hold the loss above log(1 + (K-1)/e): half of ln K for
+    # K = 3, but 84% of it over a vocabulary of 512, where the loss barely moves and
+    # reads as "nothing is learned", shuffled labels' route: that reading is this
+    # fault's consequence (a fresh LM over 512 tokens was named shuffled_labels)
+    explains=("shuffled_labels",),
     signature=Signature((
         C("output_prob_share", True, 0.9, "median share of output rows that are "
           "probabilities", "logits are unconstrained: rows of raw scores in [0, 1] "
