@@ -1,9 +1,10 @@
-"""Fresh loops: `fl.diagnose` on twelve more training loops unlike the zoo's and
+"""Fresh loops: `fl.diagnose` on thirteen more training loops unlike the zoo's and
 `held_out_loops.py`'s, with the latter's plants (its `Planted`/`PLANTS`, planted the way
 its `_planted` and `run` plant them, generalised to inputs that are not tabular
 features).
 
-The loops: a 2-layer causal transformer LM (output (B, T, V)), a GRU LM whose output
+The loops: a 2-layer causal transformer LM (output (B, T, V)) over 16 tokens and over
+512 (whose logits the Monitor reads on a sample of rows), a GRU LM whose output
 layer shares the embedding's weight (amsgrad, cosine with warm restarts), a GRU over
 packed variable-length sequences, a residual pre-LayerNorm GELU MLP under AdamW with
 weight decay 0.1, an MSE autoencoder, a GroupNorm/SiLU CNN under Nesterov SGD,
@@ -24,7 +25,10 @@ them on the two-head loop).  Those runs were looked at and changed three reading
 train-minus-validation loss gap, the loss weight of concatenated heads, and the
 GradScaler route of log_softmax_by_hand); seeds 42-43, measured after, were looked at
 too (two healthy distillation runs read as summed losses) and changed the loss weight
-once more.  Seeds 44 and above were first measured after all of that.
+once more.  Seeds 44 and above were first measured after all of that.  The LM over 512
+tokens came later and was looked at on seeds 44-45 (softmax fed to cross-entropy named
+shuffled_labels, now explained by wrong_loss); seeds 46 and above were first measured
+after that.
 """
 
 from __future__ import annotations
