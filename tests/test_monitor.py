@@ -255,20 +255,30 @@ def test_record_takes_floats_and_extra_columns_and_rejects_nonsense():
         fl.Monitor(model, "sgd")
 
 
+class _Affine(nn.Module):
+    """x * weight + bias, unit by unit: a wide layer without a width x width matrix."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(width))
+        self.bias = nn.Parameter(torch.randn(width) - 1)  # some units never fire
+
+    def forward(self, x):
+        return x * self.weight + self.bias
+
+
 def test_large_activations_are_read_on_sampled_units_that_match_a_reference():
-    """Outputs above `KEEP_ENTRIES` are read on a sample of their units: the columns
-    match a float64 reference on exactly those units, step by step, and stay within
-    sampling error of the reference on the whole output."""
+    """Outputs with more than `UNITS_WHOLE` units per sample are read on a sample of
+    their units: the columns match a float64 reference on exactly those units, step by
+    step, and stay within sampling error of the reference on the whole output."""
     torch.manual_seed(0)
-    width = 4096  # 40 x 4096 entries per output: above KEEP_ENTRIES
-    model = nn.Sequential(nn.Linear(3, width), nn.Sigmoid(), nn.Linear(width, width),
-                          nn.ReLU(), nn.Linear(width, 1))
+    width = 4 * instruments.UNITS_WHOLE  # 16384 units of each sample: sampled
+    model = nn.Sequential(nn.Linear(3, width), nn.Sigmoid(), _Affine(width), nn.ReLU(),
+                          nn.Linear(width, 1))
     with torch.no_grad():
         model[0].weight.mul_(4)  # some saturation
-        model[2].bias.fill_(-0.02)  # some dead units
-    assert 40 * width > instruments.KEEP_ENTRIES
     units = instruments.sample_units(torch.arange(40 * width).reshape(40, width))[0]
-    assert 1000 < len(units) < width  # 102 runs of 16 units
+    assert len(units) == instruments.UNITS_READ
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     mon, sampled, whole, sig_units, out_units = fl.Monitor(model, opt), [], [], [], []
     for x, y in _batches(5, [40] * 5):
@@ -294,9 +304,10 @@ def test_large_activations_are_read_on_sampled_units_that_match_a_reference():
     for i, (on_sample, on_all) in enumerate(zip(sampled, whole)):
         for column, value in on_sample.items():
             assert history[column].iloc[i] == pytest.approx(value, rel=1e-5, abs=1e-7), column
-        # 1632 of 4096 units, read without replacement: a mean over them is off the whole
-        # output's by its standard error, std(unit means) * sqrt((1 - 1632/4096) / 1632),
-        # and a share's is below sqrt(0.25 * (1 - 1632/4096) / 1632) = 0.01; 4 of each
+        # 1024 of 16384 units, read without replacement: a mean over them is off the
+        # whole output's by its standard error, std(unit means) * sqrt((1 - f) / 1024)
+        # with f = 1/16, and a share's is below sqrt(0.25 * (1 - f) / 1024) = 0.015; 4
+        # of each
         for column, per_unit in (("act_mean/1", sig_units), ("act_mean/3", out_units),
                                  ("saturated_frac/1", None), ("dead_frac/3", None)):
             error = (per_unit[i].std().item() if per_unit else 0.5) * math.sqrt(
@@ -306,20 +317,22 @@ def test_large_activations_are_read_on_sampled_units_that_match_a_reference():
 
 def test_sampled_units_are_runs_spread_over_every_channel():
     """A convolution's output (64, 32, 32, 32): the same units of every sample, in runs
-    of neighbours, from every channel, chosen by the shape alone."""
+    of neighbours, from every channel, chosen by a sample's shape alone (a short batch
+    reads the same ones: the ranks of a distributed run merge them unit by unit)."""
     y = torch.arange(64 * 32 * 32 * 32, dtype=torch.float32).reshape(64, 32, 32, 32)
     state = torch.random.get_rng_state()
     sample = instruments.sample_units(y)
     assert torch.equal(torch.random.get_rng_state(), state)
-    assert sample.shape == (64, 64 * instruments.UNIT_RUN)  # 2**16 entries
+    assert sample.shape == (64, instruments.UNITS_READ)
     units = sample[0].long()
     assert torch.equal(sample - units, (torch.arange(64.0)[:, None] * 32**3).expand_as(sample))
     runs = units.reshape(-1, instruments.UNIT_RUN)
     assert torch.equal(runs - runs[:, :1], torch.arange(instruments.UNIT_RUN).expand_as(runs))
     assert len(set((units // (32 * 32)).tolist())) == 32  # every channel
     assert torch.equal(instruments.sample_units(y), sample)
-    small = torch.randn(64, 1000)
-    assert instruments.sample_units(small) is small
+    assert torch.equal(instruments.sample_units(y[:7]), sample[:7])  # a short last batch
+    wide = torch.randn(64, instruments.UNITS_WHOLE)  # 2^18 entries, but units enough
+    assert instruments.sample_units(wide) is wide
 
 
 @pytest.mark.parametrize("kind", ["sigmoid", "tanh", "relu"])
@@ -431,3 +444,29 @@ def test_a_copy_of_the_monitored_model_trains_without_the_monitor():
     assert (h["batch_size"] == 16).all() and (h["input_absmax"] < 1e3).all()
     assert torch.equal(unpickled(x), model.__class__.forward(unpickled, x))
     assert all(p.grad is not None for p in ema.parameters())
+
+
+def test_ranks_with_uneven_batches_merge_a_sampled_activation_unit_by_unit():
+    """Two ranks whose batches differ (12 and 9 samples, a short last batch) read the
+    same units of a wide ReLU output, so the merge finds a unit dead only where no
+    sample of either rank fires it: the dead share of the concatenated batch."""
+    from failurelab.telemetry import distributed
+
+    gen = torch.Generator().manual_seed(0)
+    width = 2 * instruments.UNITS_WHOLE
+    bias = torch.randn(width, generator=gen) - 1.5  # units that rarely fire
+    halves = [torch.relu(torch.randn(n, width, generator=gen) + bias) for n in (12, 9)]
+    parts = []
+    for y in halves:
+        instrument = instruments.Activations("r", "relu")
+        instrument.partials = True
+        instrument.see(y, False)
+        values = instrument.compute([instrument.take(False)])
+        parts.append({"loss": 1.0, "nonfinite": 0.0, "_loss_nonfinite": 0.0,
+                      "batch_size": float(len(y)), **{k: v[0] for k, v in values.items()}})
+    merged = distributed.merge([[parts[0]], [parts[1]]])[0]
+    units = instruments.sample_units(torch.cat(halves))
+    assert units.shape[1] == instruments.UNITS_READ
+    expected = (units.amax(0) == 0).double().mean().item()
+    assert 0 < expected < 1
+    assert merged["dead_frac/r"] == pytest.approx(expected, abs=1e-12)

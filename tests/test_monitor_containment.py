@@ -199,3 +199,29 @@ def test_sparse_embeddings_with_sparse_adam_record_correct_norms():
     # zeros would be ~80% here (at most 24 of 50 rows are touched per step).
     assert (h["zero_grad_frac"] < 0.5).all()
     assert h["grad_cosine"].iloc[1:].map(math.isfinite).all()
+
+
+def test_a_failed_merge_of_the_ranks_leaves_close_working(monkeypatch):
+    """Under torch.distributed, `close()` merges the ranks' columns after its one
+    collective; should the merge fail, one warning says so and rank 0 keeps its own
+    rows: the user's run does not end in a traceback from inside close()."""
+    from failurelab.telemetry import distributed
+
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    mon = fl.Monitor(model, opt)
+    for _ in range(3):
+        opt.zero_grad()
+        loss = model(torch.randn(4, 3)).square().mean()
+        loss.backward()
+        opt.step()
+        mon.record(loss)
+    mon._world = 2  # as if under torch.distributed, rank 0 of two
+    monkeypatch.setattr(distributed, "gather", lambda rows: [rows, rows])
+
+    def broken(by_rank):
+        raise ValueError("operands could not be broadcast together")
+    monkeypatch.setattr(distributed, "merge", broken)
+    with pytest.warns(MonitorWarning, match="could not be merged.*ValueError"):
+        mon.close()
+    assert len(mon.history) == 3 and mon.history["grad_norm"].map(math.isfinite).all()

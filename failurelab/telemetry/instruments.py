@@ -24,7 +24,10 @@ from .buffers import ChainBuffers, SampleBuffers
 
 _NAN = float("nan")
 KEEP_ENTRIES = 2**16  # forward tensors larger than this are sampled or reduced in their hook
-UNIT_RUN = 16  # neighbouring units `sample_units` reads together: a 64-byte line of float32
+# An activation with more units per sample than UNITS_WHOLE (a batch of 64 such is 2^18
+# entries, a few passes in its hook) is read on UNITS_READ of them (64 x 2^10 = 2^16 =
+# KEEP_ENTRIES), in runs of UNIT_RUN neighbours: a 64-byte line of float32.
+UNITS_WHOLE, UNITS_READ, UNIT_RUN = 2**12, 2**10, 16
 ZERO_GRAD_FRAC = 5  # its place in the table of `probes.chained_columns` and `sampled_columns`
 _ACTIVATION_KINDS = {torch.nn.Sigmoid: "sigmoid", torch.nn.Tanh: "tanh",
                      torch.nn.ReLU: "relu"}
@@ -436,22 +439,21 @@ def sample_rows(t: torch.Tensor) -> tuple[torch.Tensor, float]:
 
 
 def sample_units(y: torch.Tensor) -> torch.Tensor:
-    """`y`, (batch, ...), or when it holds more than `KEEP_ENTRIES` entries a
-    (batch, units) copy of about `KEEP_ENTRIES / batch` of each sample's units (its
-    entries): the same units of every sample, so a unit's whole batch is read (a ReLU
-    unit is dead when no sample fires it).  They are read in runs of `UNIT_RUN`
+    """`y`, (batch, ...), or when each sample has more than `UNITS_WHOLE` units (its
+    entries: a convolution's channels x positions) a (batch, `UNITS_READ`) copy of
+    some of them: the same units of every sample, so a unit's whole batch is read (a
+    ReLU unit is dead when no sample fires it).  They are read in runs of `UNIT_RUN`
     neighbours, one run from each equal stretch of the sample (every channel of a
     convolution's output has some): memory is read by the cache line, so a scattered
-    sample of units would cost as much as the whole output.  Chosen as `sample_rows`'
-    rows are: by the shape alone."""
-    batch = y.shape[0]
-    if y.numel() <= KEEP_ENTRIES or y.dim() < 2 or not batch:
+    sample of units would cost as much as the whole output.  Which units, and whether
+    to sample at all, depend on a sample's shape alone, never on the batch: every rank
+    of a distributed run, and a short last batch, read the same units, whose per-unit
+    sums the ranks merge."""
+    units = y[0].numel() if y.dim() >= 2 and y.shape[0] else 0
+    if units <= UNITS_WHOLE:
         return y
-    units = y[0].numel()
-    runs = max(1, KEEP_ENTRIES // (batch * UNIT_RUN))
-    if runs >= units // UNIT_RUN:
-        return y
-    return y.reshape(batch, units).index_select(1, _runs(units, runs, y.device))
+    return y.reshape(y.shape[0], units).index_select(
+        1, _runs(units, UNITS_READ // UNIT_RUN, y.device))
 
 
 @functools.lru_cache(maxsize=16)
@@ -474,13 +476,14 @@ class Activations(Instrument):
     """One Sigmoid/Tanh/ReLU module's output: mean, std, saturated or dead share.
 
     A small output is kept until its chunk is computed (one set of torch calls for 32
-    steps).  Of one larger than `KEEP_ENTRIES`, a sample of its units is read (see
-    `sample_units`): its columns are those units' own.  Reading the whole of a
-    convolution's ReLU outputs, (64, 32, 32, 32) and (64, 64, 16, 16), cost 2 ms of the
-    CNN's 56 ms step in `benchmarks/overhead.py`, the sample 0.2 ms.  A sample still
-    larger (a batch of thousands) is reduced in the hook to its three sums (a few fused
-    reductions, no copy), because keeping and stacking it would copy megabytes per step
-    and hold them while the loop allocates its own."""
+    steps).  Of one with more than `UNITS_WHOLE` units per sample, a sample of its units
+    is read (see `sample_units`): its columns are those units' own.  Reading the whole
+    of a convolution's ReLU outputs, (64, 32, 32, 32) and (64, 64, 16, 16), cost 2 ms
+    of the CNN's 56 ms step in `benchmarks/overhead.py`, the sample about 0.6 ms.  What
+    is still larger than `KEEP_ENTRIES` (a wide layer, a batch of thousands) is
+    reduced in the hook to its three sums (a few fused reductions, no copy), because
+    keeping and stacking it would copy megabytes per step and hold them while the loop
+    allocates its own."""
 
     def __init__(self, module_name: str, kind: str, keep_entries: int = KEEP_ENTRIES):
         self.kind, self.keep_entries = kind, keep_entries

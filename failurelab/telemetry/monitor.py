@@ -471,11 +471,17 @@ class Monitor:
         gathered = [c for c in _GATHERED if c in table.index]
         local = [{**{c: table.value(row, c) for c in gathered}, **part}
                  for row, part in zip(table.rows, table.partials)]
-        merged = distributed.merge(distributed.gather(local))
-        if self._rank == 0:
+        by_rank = distributed.gather(local)  # the collective: every rank gets here
+        try:
+            merged = distributed.merge(by_rank)
+        except Exception as exc:  # noqa: BLE001 - close() must not fail the user's run
+            merged = None
+            warn(f"the ranks' columns could not be merged ({type(exc).__name__}: {exc}); "
+                 f"each rank's history keeps its own")
+        if self._rank == 0 and merged is not None:
             for row, values in zip(table.rows, merged):
                 table.set(row, values)
-        elif self._other_ranks == "none":
+        elif self._rank != 0 and self._other_ranks == "none":
             table.rows = []
         table.partials = []
 
