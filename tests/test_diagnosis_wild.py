@@ -195,3 +195,19 @@ def test_a_pinned_gradient_norm_is_read_only_where_it_repeats():
     varying = pd.DataFrame({"grad_norm": [0.5 + 0.01 * i for i in range(20)]})
     assert clipped_grad_norm(pinned) == 2 ** -16
     assert math.isnan(clipped_grad_norm(varying))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_mixup_trains_above_its_validation_loss_without_being_called_shuffled(seed):
+    """Mixup's targets are two labels mixed: their entropy holds the training loss above
+    a validation loss on hard labels, as wrong labels would.  The output gradient tells
+    them apart: a hard label, right or wrong, makes one negative entry per row."""
+    mixed = foreign_loops.validated_classifier(seed, mixup=0.4)
+    noisy = foreign_loops.validated_classifier(seed, noisy=0.3)
+    line = 0.112  # shuffled_labels' calibrated gap (docs/signatures.md)
+    for history in (mixed, noisy):
+        assert measure(history, ["train_eval_loss_gap"])["train_eval_loss_gap"] > line
+    assert measure(mixed, ["soft_target_share"])["soft_target_share"] > 0.05
+    assert measure(noisy, ["soft_target_share"])["soft_target_share"] == 0
+    assert fl.diagnose(mixed).top is None
+    assert fl.diagnose(noisy).top == "shuffled_labels"

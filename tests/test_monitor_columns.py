@@ -812,3 +812,30 @@ def test_sampled_rows_pair_an_output_with_its_gradient_and_spare_the_loops_rando
     assert index == sorted(index) and len({i % 64 for i in index}) > 50
     small = torch.randn(8, 3)
     assert sample_rows(small) == (small, 1.0)
+
+
+def test_soft_targets_are_told_from_hard_labels_by_the_output_gradient():
+    """One negative entry per row for a hard label (class weights and ignored rows
+    included); more for mixed or smoothed targets; nothing read from a regression."""
+    from failurelab.telemetry.probes import soft_target_shares
+
+    torch.manual_seed(0)
+    logits, y = torch.randn(64, 5), torch.randint(0, 5, (64,))
+    y[:8] = -100  # ignored rows: no gradient, not counted
+
+    def share(loss_of):
+        z = logits.clone().requires_grad_()
+        (g,) = torch.autograd.grad(loss_of(z), z)
+        return soft_target_shares(g[None]).item()
+    ce = nn.functional.cross_entropy
+    assert share(lambda z: ce(z, y)) == 0
+    assert share(lambda z: ce(z, y, weight=torch.rand(5) + 0.1, reduction="sum")) == 0
+    kept = y.clamp(min=0)
+    # smoothing 0.2 over 5 classes aims 0.04 at each other class: negative wherever the
+    # model puts less there, in some rows at first (random logits), most once it is sure
+    assert 0 < share(lambda z: ce(z, kept, label_smoothing=0.2)) < share(
+        lambda z: ce(4 * z, kept, label_smoothing=0.2))
+    other = kept.roll(1)
+    mixed = share(lambda z: 0.6 * ce(z, kept) + 0.4 * ce(z, other))
+    assert 0.5 < mixed <= (kept != other).float().mean().item()  # two labels, where they differ
+    assert math.isnan(share(lambda z: (z - 1).square().mean()))  # rows do not sum to 0

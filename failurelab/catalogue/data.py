@@ -92,6 +92,16 @@ SHUFFLED_LABELS = Fault(
           "also trains above its evaluation loss", role="guard", required=False,
           label_zh="第 0 步的 logit 标准差",
           why_zh="尺度合适的起点：从过大初始化开始仍在下降的损失，训练时也会高于评估损失"),
+        C("soft_target_share", False, 0.05, "share of output rows trained on soft targets",
+          "hard training targets: a label, right or wrong, makes one negative entry in a "
+          "softmax row's gradient; mixup, label smoothing and distillation spread the "
+          "target over several, and its entropy alone holds the training loss above a "
+          "hard-label validation loss (mixup at Beta(0.4, 0.4): 0.26 nats; checked when "
+          "recorded)", log=False, unit=0.05, role="guard", required=False,
+          label_zh="以软目标训练的输出行比例",
+          why_zh="训练目标是硬标签：一个标签（无论对错）只会让 softmax 行的梯度有一个负分量；mixup、标签平滑"
+                 "和蒸馏把目标分散到多个类别上，仅目标本身的熵就让训练损失高于硬标签的验证损失（Beta(0.4, "
+                 "0.4) 的 mixup：0.26 nats；记录时检查）"),
         *_LEARNING_WORKS), "training loss above the clean validation loss while the "
                            "optimizer works: are some training labels misaligned?",
                            verdict_zh="优化器在工作，训练损失却高于干净的验证损失：是不是有些训练标签错位了？"),),

@@ -542,6 +542,14 @@ def output_logprob_share(h):
     return _median(_column(h, "output_logprob_frac"))
 
 
+def soft_target_share(h):
+    """Median share of the output rows trained on soft targets: a softmax row whose
+    gradient has more than one negative entry (mixup, label smoothing, distillation; a
+    hard label, right or wrong, makes exactly one).  NaN when not recorded, or when the
+    loss is not a softmax cross-entropy."""
+    return _median(_column(h, "output_soft_target_frac"))
+
+
 def float16_share(h):
     """Share of the recorded steps whose smallest non-zero logit gradient is a float16
     number (float16 keeps 10 mantissa bits and nothing under 2^-24): 1 when the output
@@ -702,7 +710,8 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
         saturation_median, saturation_start, dead_start, dead_end, input_absmax, input_scale_spread,
         eval_input_shift,
         batch_size_median, input_is_tokens, output_scale_start, output_grad_zero_median,
-        output_grad_floor, output_prob_share, output_logprob_share, float16_share,
+        output_grad_floor, output_prob_share, output_logprob_share, soft_target_share,
+        float16_share,
         loss_scaled_share,
         input_nonfinite_total, val_acc_best, val_acc_end,
         val_loss_end, val_min_recall_end, val_loss_rise, val_jitter_max, train_val_acc_gap,

@@ -324,6 +324,28 @@ def loss_weights(outputs: torch.Tensor, grads: torch.Tensor, tol: float = 1e-2) 
     return torch.where(softmax_like & (2 * n_read > n_with_grad), weight, float("nan"))
 
 
+def soft_target_shares(grads: torch.Tensor, tol: float = 1e-2) -> torch.Tensor:
+    """(k, ..., C) gradients that reached a softmax's logits → (k,): the share of the
+    rows with a gradient that have more than one negative entry, the rows trained on
+    soft targets; NaN where the gradient is not a softmax cross-entropy's (its rows do
+    not sum to 0, see `loss_weights`) or there is no class axis.
+
+    A row's gradient is w (p - t) for target t: a hard label, right or wrong, makes only
+    the labelled entry negative (p - 1 < 0, every other entry w p >= 0).  Mixup's two
+    labels, label smoothing and distillation's tempered targets spread t over several
+    classes, each negative where p falls short of its share: their training loss has a
+    floor of its own (the targets' entropy) that a validation loss on hard labels does
+    not."""
+    if grads.dim() < 3 or grads.shape[-1] < 2:
+        return torch.full((grads.shape[0],), float("nan"), device=grads.device)
+    g = classes_first(grads)  # (k, C, rows)
+    softmax_like = g.sum(1).abs().sum(1) <= tol * g.abs().sum((1, 2))
+    with_grad = g.abs().amax(1) > 0  # (k, rows)
+    soft = (flags(torch.lt, g, 0).sum(1) > 1) & with_grad
+    share = soft.to(F32).sum(1) / with_grad.to(F32).sum(1).clamp(min=1)
+    return torch.where(softmax_like & with_grad.any(1), share, float("nan"))
+
+
 def std_of(total: float, total_sq: float, n: int) -> float:
     """Population std from a sum and a sum of squares (NaN for no entries)."""
     if not n:
