@@ -66,7 +66,7 @@ _SHOWS = {
     "loss_weight": ("step_loss_weight", "loss_weight_median", "output_backwards_median"),
     "outputs": ("output_scale_start", "output_prob_share"),
     "output_gradient": ("output_grad_zero_median", "output_grad_floor", "float16_share",
-                        "loss_scaled_share", "backward_skip_share"),
+                        "loss_scaled_share", "backward_skip_share", "soft_target_share"),
     "accuracy": ("val_acc_best", "val_acc_end", "train_val_acc_gap", "val_acc_early"),
     "min_recall": ("val_min_recall_end",),
     "validation": ("val_loss_rise", "train_eval_loss_gap", "dropout_rate"),
