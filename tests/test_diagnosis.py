@@ -141,3 +141,23 @@ def test_train_minus_validation_loss_compares_the_same_steps():
     noisy = curve(np.full(200, 1.0), np.full(20, 0.6))
     assert train_eval_loss_gap(noisy) == pytest.approx(0.4)
     assert train_eval_loss_gap(curve([1.0, 0.9], [0.8])) == pytest.approx(0.2)  # 2 steps
+
+
+def test_a_gap_is_weighed_against_the_batch_noise_of_the_losses_it_averages():
+    """The same 0.13 gap between training and validation loss stands out of training
+    losses that vary by 0.02 from batch to batch (z far above 3) and not out of losses
+    that vary by 0.3, as a batch of 8 makes them (z under 3): shuffled_labels' gap route
+    needs z >= 3 (tests/test_diagnosis_wild.py: noisy labels read z 15-17)."""
+    from failurelab.evidence.quantities import train_eval_gap_z, train_eval_loss_gap
+
+    rng = np.random.default_rng(0)
+    trend = 0.7 + 0.7 * np.exp(-np.arange(300) / 40)  # learns, then levels off
+    for spread, stands_out in ((0.02, True), (0.3, False)):
+        train = np.clip(trend + rng.normal(0, spread, 300), 0.05, None)
+        history = curve(train, trend[::10] - 0.13)
+        gap, z = train_eval_loss_gap(history), train_eval_gap_z(history)
+        # 6 late validations, each against a mean of 5 losses: a standard error of
+        # 1.25 spread / sqrt(30), 0.005 and 0.07
+        assert abs(gap - 0.13) < 4 * 1.25 * spread / math.sqrt(30)
+        assert (z >= 3) == stands_out, z
+    assert math.isnan(train_eval_gap_z(curve(trend)))  # no validation: no gap

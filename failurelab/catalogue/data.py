@@ -74,6 +74,13 @@ SHUFFLED_LABELS = Fault(
           log=False, unit=0.05,
           label_zh="训练损失减验证损失",
           why_zh="训练批次比模型从未训练过的验证数据更难拟合：它们的标签噪声更大（健康运行保持在 0.08 以内）"),
+        C("train_eval_gap_z", True, 3, "train minus validation loss over its standard error",
+          "the gap stands three standard errors out of the batch-to-batch noise of the "
+          "training losses it averages (a batch of 8 makes that noise large enough to "
+          "read 0.13 from nothing)", log=False, role="guard", required=False,
+          label_zh="训练损失减验证损失与其标准误之比",
+          why_zh="这个差距高出它所平均的训练损失的批次间噪声三个标准误（批大小为 8 时，这种噪声大到能凭空读"
+                 "出 0.13）"),
         C("dropout_rate", False, 0.3, "dropout rate in training",
           "no strong dropout, whose training-mode loss is higher for its own reason "
           "(checked when recorded)", log=False, unit=0.1, required=False, role="guard",

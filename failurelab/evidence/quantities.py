@@ -664,6 +664,25 @@ def train_eval_loss_gap(h):
 
 
 
+def train_eval_gap_z(h):
+    """The train-minus-validation gap (`train_eval_loss_gap`) over its standard error:
+    how far it stands out of the batch-to-batch noise of the training losses it
+    averages.  That noise, sigma, is read from consecutive late losses (their
+    differences have std sigma * sqrt 2, whatever slow fall the curve still has); a
+    median over v validations of means of MIN_WINDOW losses has a standard error of
+    about 1.25 sigma / sqrt(MIN_WINDOW v).  A batch of 8 makes it large."""
+    gap = train_eval_loss_gap(h)
+    if gap != gap:
+        return NAN
+    train, val = _losses(h), _values(h, "val_loss")
+    tail = _tail(train)
+    validations = max(1, int((val.index >= tail.index[0]).sum()))
+    sigma = float(tail.diff().std()) / math.sqrt(2)
+    if not sigma > 0:
+        return math.copysign(math.inf, gap) if gap else 0.0
+    return gap / (1.2533 * sigma / math.sqrt(MIN_WINDOW * validations))
+
+
 def dropout_rate(h):
     """Median of the largest drop probability among the model's dropout layers in
     training mode (0: no dropout); NaN when the history does not record it."""
@@ -715,8 +734,8 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
         loss_scaled_share,
         input_nonfinite_total, val_acc_best, val_acc_end,
         val_loss_end, val_min_recall_end, val_loss_rise, val_jitter_max, train_val_acc_gap,
-        train_eval_loss_gap, dropout_rate, label_purity_median, data_time_share, pad_attention_median,
-        pad_sensitivity_max,
+        train_eval_loss_gap, train_eval_gap_z, dropout_rate, label_purity_median,
+        data_time_share, pad_attention_median, pad_sensitivity_max,
     )
 }
 
@@ -729,7 +748,8 @@ BINARY = frozenset({"unhealthy_curve", "input_is_tokens", "nonfinite_from_backwa
 LAB_ONLY = frozenset({
     "val_acc_best", "val_acc_end", "val_loss_end", "val_min_recall_end", "val_loss_rise",
     "val_jitter_max",
-    "train_val_acc_gap", "train_eval_loss_gap", "label_purity_median", "data_time_share",
+    "train_val_acc_gap", "train_eval_loss_gap", "train_eval_gap_z", "label_purity_median",
+    "data_time_share",
     "pad_attention_median", "pad_sensitivity_max",
 })
 
