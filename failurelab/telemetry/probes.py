@@ -10,6 +10,8 @@ reductions are avoided: on CPU they are several times slower than float ones.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 F32 = torch.float32
@@ -274,7 +276,28 @@ def _softmax_classes(logits: torch.Tensor) -> torch.Tensor:
     return e.div_(e.sum(1, keepdim=True))
 
 
-def loss_weights(outputs: torch.Tensor, grads: torch.Tensor, tol: float = 1e-2) -> torch.Tensor:
+class GradientRows(NamedTuple):
+    """The gradient at a softmax's logits as `loss_weights` and `soft_target_shares`
+    read it, made once for both (see `gradient_rows`)."""
+
+    g: torch.Tensor  # (k, C, rows), classes first
+    softmax_like: torch.Tensor  # (k,): the rows sum to 0, as a softmax cross-entropy's do
+    negatives: torch.Tensor  # (k, rows): negative entries per row
+
+
+def gradient_rows(grads: torch.Tensor, tol: float = 1e-2) -> GradientRows | None:
+    """(k, ..., C) gradients → their `GradientRows`; None without a class axis."""
+    if grads.dim() < 3 or grads.shape[-1] < 2:
+        return None
+    g = classes_first(grads)
+    # summed over the rows: a confident row's few-ulp rounding is large next to its own
+    # tiny gradient, never next to the whole output's
+    softmax_like = g.sum(1).abs().sum(1) <= tol * g.abs().sum((1, 2))
+    return GradientRows(g, softmax_like, flags(torch.lt, g, 0).sum(1))
+
+
+def loss_weights(outputs: torch.Tensor, grads: torch.Tensor, tol: float = 1e-2,
+                 rows: GradientRows | None = None) -> torch.Tensor:
     """(k, ..., C) logits and the gradient that reached them → (k,): the total weight
     the loss gave the rows (samples or tokens) of each step's output; NaN where the
     gradient is not a softmax cross-entropy's.
@@ -297,20 +320,18 @@ def loss_weights(outputs: torch.Tensor, grads: torch.Tensor, tol: float = 1e-2) 
     as T times a mean's weight), or a true class at p = 1 to float precision with only
     ulps of gradient elsewhere.  None of those is read; a step most of whose rows are
     not read is not measured (NaN)."""
-    if outputs.dim() < 3 or outputs.shape[-1] < 2:  # one logit per row: no class axis
+    rows = gradient_rows(grads, tol) if rows is None else rows
+    if rows is None:  # one logit per row: no class axis
         return torch.full((outputs.shape[0],), float("nan"), device=outputs.device)
+    g, softmax_like = rows.g, rows.softmax_like
     p = _softmax_classes(classes_first(outputs))  # (k, C, rows)
-    g = classes_first(grads)
-    # summed over the rows: a confident row's few-ulp rounding is large next to its own
-    # tiny gradient, never next to the whole output's
-    softmax_like = g.sum(1).abs().sum(1) <= tol * g.abs().sum((1, 2))
     # masks as 1.0 / 0.0 floats that multiply: on the CPU `torch.where` over the whole
     # output is several times slower (see `flags`)
     positive = g.clamp(min=0)
     share = (p * flags(torch.gt, positive, 0)).sum(1)
     tiny = torch.finfo(F32).tiny
     per_row = positive.sum(1) / share.clamp(min=tiny)  # (k, rows)
-    targets = flags(torch.lt, g, 0).sum(1)  # negative entries per row
+    targets = rows.negatives
     covered = (p * flags(torch.ne, g, 0)).sum(1) >= 1 - tol
     # g / p at each row's largest entry, the most precise (not argmax + gather: on the
     # CPU an argmax across the classes is 50-100 times slower than this max)
@@ -324,7 +345,8 @@ def loss_weights(outputs: torch.Tensor, grads: torch.Tensor, tol: float = 1e-2) 
     return torch.where(softmax_like & (2 * n_read > n_with_grad), weight, float("nan"))
 
 
-def soft_target_shares(grads: torch.Tensor, tol: float = 1e-2) -> torch.Tensor:
+def soft_target_shares(grads: torch.Tensor, tol: float = 1e-2,
+                       rows: GradientRows | None = None) -> torch.Tensor:
     """(k, ..., C) gradients that reached a softmax's logits → (k,): the share of the
     rows with a gradient that have more than one negative entry, the rows trained on
     soft targets; NaN where the gradient is not a softmax cross-entropy's (its rows do
@@ -336,14 +358,13 @@ def soft_target_shares(grads: torch.Tensor, tol: float = 1e-2) -> torch.Tensor:
     classes, each negative where p falls short of its share: their training loss has a
     floor of its own (the targets' entropy) that a validation loss on hard labels does
     not."""
-    if grads.dim() < 3 or grads.shape[-1] < 2:
+    rows = gradient_rows(grads, tol) if rows is None else rows
+    if rows is None:
         return torch.full((grads.shape[0],), float("nan"), device=grads.device)
-    g = classes_first(grads)  # (k, C, rows)
-    softmax_like = g.sum(1).abs().sum(1) <= tol * g.abs().sum((1, 2))
-    with_grad = g.abs().amax(1) > 0  # (k, rows)
-    soft = (flags(torch.lt, g, 0).sum(1) > 1) & with_grad
+    with_grad = rows.g.abs().amax(1) > 0  # (k, rows)
+    soft = (rows.negatives > 1) & with_grad
     share = soft.to(F32).sum(1) / with_grad.to(F32).sum(1).clamp(min=1)
-    return torch.where(softmax_like & with_grad.any(1), share, float("nan"))
+    return torch.where(rows.softmax_like & with_grad.any(1), share, float("nan"))
 
 
 def std_of(total: float, total_sq: float, n: int) -> float:
