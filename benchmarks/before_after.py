@@ -16,32 +16,15 @@ run whose answer changed.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 import time
 import warnings
-from pathlib import Path
 
 import fresh_loops
 import held_out_loops
+import overhead
 
 import failurelab as fl
 from failurelab.lab.parallel import worker_pool
-
-_OTHER = {}
-
-
-def _other_diagnose(folder: str):
-    """DIR/failurelab's `diagnose`, imported once per process as another package."""
-    if folder not in _OTHER:
-        init = Path(folder) / "failurelab" / "__init__.py"
-        spec = importlib.util.spec_from_file_location(
-            "failurelab_other", init, submodule_search_locations=[str(init.parent)])
-        package = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = package
-        spec.loader.exec_module(package)
-        _OTHER[folder] = package.diagnose
-    return _OTHER[folder]
 
 
 def _answer(d, expected) -> tuple:
@@ -58,7 +41,7 @@ def _job(case):
         history = module.run(name, plant, seed)
         expected = module.PLANTS[plant][1]
         return (case[:4], expected, _answer(fl.diagnose(history), expected),
-                _answer(_other_diagnose(folder)(history), expected))
+                _answer(overhead.other_package(folder).diagnose(history), expected))
 
 
 def _summary(results, which: int) -> str:

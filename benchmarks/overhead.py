@@ -154,15 +154,19 @@ TARGETS = {"mlp": {"full": 1.3, "economy": 1.05}, "cnn": {"full": 1.05, "economy
            "lm": {}}
 
 
-def load_other(folder: str):
-    """`Monitor` from DIR/failurelab, imported as a package of another name."""
+def other_package(folder: str):
+    """DIR/failurelab, imported once as a package of another name (`failurelab_other`),
+    beside this one: its own `fl.Monitor`, `fl.diagnose`..., whatever its layout."""
     init = Path(folder) / "failurelab" / "__init__.py"
+    loaded = sys.modules.get("failurelab_other")
+    if loaded is not None and Path(loaded.__file__) == init:
+        return loaded
     spec = importlib.util.spec_from_file_location("failurelab_other", init,
                                                   submodule_search_locations=[str(init.parent)])
     package = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = package
     spec.loader.exec_module(package)
-    return package.Monitor  # its own `fl.Monitor`, whatever its layout
+    return package
 
 
 def measure(name: str, make, steps: int, repeats: int, targets: dict, floor: bool,
@@ -206,7 +210,7 @@ def main() -> None:
     parser.add_argument("--against", metavar="DIR",
                         help="also time the presets of DIR/failurelab, side by side")
     args = parser.parse_args()
-    other = load_other(args.against) if args.against else None
+    other = other_package(args.against).Monitor if args.against else None
     if other is not None:
         print("against", sys.modules["failurelab_other"].__file__)
     torch.set_num_threads(1)
