@@ -453,7 +453,7 @@ def sample_units(y: torch.Tensor) -> torch.Tensor:
     to sample at all, depend on a sample's shape alone, never on the batch: every rank
     of a distributed run, and a short last batch, read the same units, whose per-unit
     sums the ranks merge."""
-    units = y[0].numel() if y.dim() >= 2 and y.shape[0] else 0
+    units = y.shape[1:].numel() if y.dim() >= 2 and y.shape[0] else 0  # no view: every forward
     if units <= UNITS_WHOLE:
         return y
     return y.reshape(y.shape[0], units).index_select(
