@@ -9,7 +9,7 @@ from torch import nn
 
 import failurelab as fl
 from failurelab.telemetry import instruments
-from failurelab.telemetry.monitor import GLOBAL_COLUMNS, INPUT_COLUMNS
+from failurelab.telemetry.monitor import CHUNK_STEPS, GLOBAL_COLUMNS, INPUT_COLUMNS
 
 
 class TwoLayer(nn.Module):
@@ -90,8 +90,8 @@ def _monitored_rows(model, batches, lr, preset="full", read_after=()):
         return mon.history
 
 
-@pytest.mark.parametrize("sizes", [None, [16] * 40 + [7] + [16] * 30],
-                         ids=["equal-batches", "a-short-batch-mid-chunk"])
+@pytest.mark.parametrize("sizes", [None, [16] * 40 + [7] + [16] * 30, [16, 12, 9, 16, 5, 14] * 12],
+                         ids=["equal-batches", "a-short-batch-mid-chunk", "sizes-vary-every-step"])
 def test_every_column_matches_a_hand_computed_reference(sizes):
     torch.manual_seed(0)
     model = TwoLayer()
@@ -223,6 +223,35 @@ def test_economy_preset_measures_every_tenth_step_and_agrees_with_full():
         got = economy.loc[observed, column].iloc[1:].to_numpy()
         want = full.loc[observed, column].iloc[1:].to_numpy()
         assert got == pytest.approx(want, rel=1e-5), column
+
+
+def test_batches_of_varying_shapes_compute_the_gradients_once_per_chunk(monkeypatch):
+    """A loop that pads each batch to its own longest sequence changes the forward
+    tensors' shapes at every step.  Each forward instrument computes the steps that
+    stack together; the gradient and weight buffers, whose shape never changes, are
+    computed once per chunk (before, every shape change computed a chunk of one step,
+    the whole cost of a chunk for every step)."""
+    calls = []
+    compute = instruments.Parameters.compute
+    monkeypatch.setattr(instruments.Parameters, "compute",
+                        lambda self, slots: calls.append(len(slots)) or compute(self, slots))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(20, 8), nn.Tanh(), nn.Linear(8, 20))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    gen = torch.Generator().manual_seed(0)
+    lengths = [5, 9, 7, 5, 12, 9] * 11  # 66 steps
+    with fl.Monitor(model, opt) as mon:
+        for length in lengths:
+            tokens = torch.randint(0, 20, (4, length), generator=gen)
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(tokens).transpose(1, 2), tokens)
+            loss.backward()
+            opt.step()
+            mon.record(loss)
+        history = mon.history
+    assert calls == [CHUNK_STEPS, CHUNK_STEPS, 2]
+    assert history["batch_size"].eq(4).all() and history["grad_norm"].notna().all()
+    assert history["act_mean/1"].notna().all() and history["output_std"].notna().all()
 
 
 def test_economy_cosine_compares_with_the_previous_step_across_a_chunk_end():

@@ -48,19 +48,16 @@ class ChainBuffers:
         if not stepped:  # no optimizer step (AMP skipped it): weights unchanged
             self.before_step(slot, True, grads())
 
-    def columns(self, k: int, close: bool, sizes, per_layer: bool) -> torch.Tensor:
-        if close:  # the weights after the chunk's last step are the current ones
-            _copy(self.weight_rows[k], self.params)
+    def columns(self, k: int, sizes, per_layer: bool) -> torch.Tensor:
+        _copy(self.weight_rows[k], self.params)  # after the chunk's last step: the current ones
         return probes.chained_columns(self.rows[:k + 1], sizes, per_layer)
 
     def step_grads(self, slot: int) -> torch.Tensor:
         return self.grads[slot + 1]
 
-    def carry(self, k: int, moving: int | None) -> None:
-        """After computing k rows: keep the last gradient; optionally move a slot to 0."""
+    def carry(self, k: int) -> None:
+        """After computing k rows: keep the last gradient, the next chunk's previous one."""
         self.grads[0] = self.grads[k]
-        if moving is not None:
-            self.grads[1], self.weights[0] = self.grads[moving + 1], self.weights[moving]
 
 
 class SampleBuffers:
@@ -106,15 +103,14 @@ class SampleBuffers:
         self.have_prev = False
         self.rows[slot, :4] = staging
 
-    def columns(self, k: int, close: bool, sizes, per_layer: bool) -> torch.Tensor:
+    def columns(self, k: int, sizes, per_layer: bool) -> torch.Tensor:
         return probes.sampled_columns(self.rows[:k], sizes, per_layer)
 
     def step_grads(self, slot: int) -> torch.Tensor:
         return self.rows[slot, 0]
 
-    def carry(self, k: int, moving: int | None) -> None:
-        if moving is not None:
-            self.rows[0] = self.rows[moving]
+    def carry(self, k: int) -> None:
+        """Nothing to keep: each row holds its own previous gradient."""
 
 
 def _copy(rows: list[torch.Tensor], tensors: list[torch.Tensor]) -> None:

@@ -119,16 +119,18 @@ class Parameters(Instrument):
         self.filled += 1
         return slot
 
-    def compute(self, slots: list, close: bool = True, moving: int | None = None):
+    def compute(self, slots: list):
+        """The columns of a whole chunk: its observed steps fill slots 0..k-1, and the
+        weights now are those after its last step."""
         k = sum(slot is not None for slot in slots)
-        self.filled = 0 if moving is None else 1  # a moving step goes to slot 0
+        self.filled = 0
         if not k:
             return {}
         with torch.no_grad():
-            values = self.buffers.columns(k, close, self.sizes, self.per_layer).tolist()
+            values = self.buffers.columns(k, self.sizes, self.per_layer).tolist()
             broken = {slot: probes.broken_entries(self.buffers.step_grads(slot))
                       for slot, v in enumerate(values) if not math.isfinite(v[0])}
-            self.buffers.carry(k, moving)
+            self.buffers.carry(k)
         absent, self.absent = self.absent, {}
         bad = [0] * k
         for slot in broken.keys() | absent.keys():  # rare: recount this step's zeros

@@ -76,7 +76,7 @@ class _Step:
     payloads: dict  # instrument -> its payload for this step
     state: tuple  # the values of STATE_COLUMNS
     extra: dict[str, float]
-    shapes: tuple  # steps stack together only if their forward tensors match
+    shapes: tuple  # per forward instrument: steps whose shapes match stack together
 
 
 class Monitor:
@@ -342,13 +342,10 @@ class Monitor:
                  self._frozen)
         payloads, shapes = self._take(stepped)
         step = _Step(loss_value, payloads, state, extra, shapes)
-        if self._pending and shapes != self._pending[0].shapes:
-            moving = payloads.get(self._parameters)
-            self._flush(moving=moving)  # the other pending steps; this one moves to slot 0
-            if moving is not None:
-                payloads[self._parameters] = 0
-        if not self._table.rows and not self._pending:
-            self._chunk = min(self._chunk, ins.chunk_length(step.payloads.values(),
+        if not self._pending or shapes != self._pending[0].shapes:
+            # the first step, or one whose forward tensors differ in shape (a batch
+            # padded to its own longest sequence): the chunk must hold the largest
+            self._chunk = min(self._chunk, ins.chunk_length(payloads.values(),
                                                             _numel(self._params),
                                                             CHUNK_STEPS, CHUNK_BYTES))
         self._pending.append(step)
@@ -368,7 +365,8 @@ class Monitor:
             self._flush()
 
     def _take(self, stepped: bool) -> tuple[dict, tuple]:
-        """Each live instrument's payload for this step, and the shapes they stack by."""
+        """Each live instrument's payload for this step, and the shapes they stack by
+        (one per forward instrument, in `_hooked`'s order)."""
         payloads, shapes = {}, []
         if self._parameters not in self._off:
             try:
@@ -388,29 +386,39 @@ class Monitor:
             shapes.append("off")
         return payloads, tuple(shapes)
 
-    def _flush(self, moving: int | None = None) -> None:
+    def _flush(self) -> None:
         """Compute the statistics of every pending step and append their rows.
 
-        `moving`: the buffer slot of a step that is not part of this chunk (its shapes
-        differ); the gradient buffers keep it, moved to slot 0."""
+        A forward instrument computes the steps whose payloads stack (same shapes)
+        together: a loop whose batches vary in length (padded to each batch's longest
+        sequence) makes a few such groups per chunk, while the gradient and weight
+        buffers, whose shape never varies, are still computed once per chunk."""
         steps, self._pending = self._pending, []
         if not steps:
             return
         _read_losses(steps)
         rows, partials = self._table.new_rows(steps)
-        for instrument in self._all:
+        self._compute(self._parameters, steps, [range(len(steps))], rows, partials)
+        for position, instrument in enumerate(self._hooked):
+            self._compute(instrument, steps, _stacking(steps, instrument, position), rows,
+                          partials)
+        self._table.append(rows, steps, partials, keep_partials=self._world > 1)
+
+    def _compute(self, instrument: ins.Instrument, steps: list[_Step], groups: list,
+                 rows: list, partials: list) -> None:
+        """One instrument's columns for `steps`, one call per group of them."""
+        for group in groups:
             if instrument in self._off:
-                continue
-            payloads = [s.payloads.get(instrument) for s in steps]
+                return
+            chosen = [steps[i] for i in group]
             try:
                 with torch.no_grad():
-                    values = (instrument.compute(payloads, moving is None, moving)
-                              if instrument is self._parameters else instrument.compute(payloads))
+                    values = instrument.compute([s.payloads.get(instrument) for s in chosen])
             except Exception as exc:  # noqa: BLE001
                 self._stop(instrument, exc)
-                continue
-            self._table.fill(rows, steps, values, partials)
-        self._table.append(rows, steps, partials, keep_partials=self._world > 1)
+                return
+            self._table.fill([rows[i] for i in group], chosen, values,
+                             [partials[i] for i in group])
 
     def _dropout_rate(self) -> float:
         """The largest drop probability among the model's dropout layers that are in
@@ -507,6 +515,23 @@ class _Hook(functools.partial):
 
 def _nothing(*args) -> None:
     return None
+
+
+def _stacking(steps: list[_Step], instrument: ins.Instrument, position: int) -> list:
+    """The steps of a chunk grouped by one forward instrument's shapes (`_take`'s
+    `position`): usually one group of all of them.  Steps without its payload
+    (economy's unobserved ones) are left out: their columns stay NaN."""
+    keys = [s.shapes[position] if instrument in s.payloads else _ABSENT for s in steps]
+    if keys.count(keys[0]) == len(keys) and keys[0] is not _ABSENT:
+        return [range(len(steps))]
+    groups: dict = {}
+    for i, key in enumerate(keys):
+        if key is not _ABSENT:
+            groups.setdefault(key, []).append(i)
+    return list(groups.values())
+
+
+_ABSENT = object()  # a step that has no payload of an instrument
 
 
 def _read_losses(steps: list[_Step]) -> None:
