@@ -4,7 +4,10 @@ Three loops: the lab's tiny tabular MLP (SGD, batch 64), a mid-size CNN (two
 conv+BatchNorm blocks and a dense head, ~0.5 M parameters, AdamW, batch 64 of 3x32x32),
 and a small causal language model (two pre-norm transformer layers of width 128 over a
 vocabulary of 2000, AdamW, 16 sequences of 64 tokens): its logits, (16, 64, 2000), are
-the largest output a user's model is likely to hand the monitor.
+the largest output a user's model is likely to hand the monitor.  The LM runs twice:
+with batches of one length, and padded to each batch's own longest sequence (40-64
+tokens), as most text collators do, so that the forward tensors change shape at almost
+every step.
 For each loop the variants run interleaved (plain, full, economy, ...; each repeat
 starts one variant later), so background load hits all of them alike; each variant's time per step is the median
 over the repeats, and its ratio is the median over the repeats of its time divided by
@@ -76,22 +79,32 @@ class CausalLM(nn.Module):
         self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(length))
 
     def forward(self, tokens):
-        h = self.embed(tokens) + self.position
-        return self.head(self.body(h, mask=self.mask, is_causal=True))
+        length = tokens.shape[1]  # up to `length`: a batch padded to its own longest
+        h = self.embed(tokens) + self.position[:length]
+        return self.head(self.body(h, mask=self.mask[:length, :length], is_causal=True))
 
 
-def lm_parts(steps: int, vocab=2000, length=64):
+def lm_parts(steps: int, vocab=2000, length=64, shortest=None):
+    """`shortest`: each batch's length is drawn from shortest..length, as a collator that
+    pads each batch to its own longest sequence makes them (the forward tensors change
+    shape at almost every step)."""
     torch.manual_seed(0)
     model = CausalLM(vocab, length=length)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(0)
-    data = [(torch.randint(0, vocab, (16, length), generator=g),
-             torch.randint(0, vocab, (16, length), generator=g)) for _ in range(4)]
+    lengths = (torch.randint(shortest, length + 1, (8,), generator=g).tolist() if shortest
+               else [length] * 4)
+    data = [(torch.randint(0, vocab, (16, t), generator=g),
+             torch.randint(0, vocab, (16, t), generator=g)) for t in lengths]
     ce = nn.CrossEntropyLoss()
 
     def loss_fn(logits, targets):
         return ce(logits.reshape(-1, vocab), targets.reshape(-1))
-    return model, opt, loss_fn, [data[i % 4] for i in range(steps)]
+    return model, opt, loss_fn, [data[i % len(data)] for i in range(steps)]
+
+
+def lm_padded_parts(steps: int):
+    return lm_parts(steps, shortest=40)
 
 
 def loop(make, preset: str | None, steps: int, other=None) -> float:
@@ -222,6 +235,8 @@ def main() -> None:
     if not args.no_lm:
         measure("small causal LM (vocabulary 2000)", lm_parts, args.lm_steps, args.repeats,
                 TARGETS["lm"], args.floor, other)
+        measure("the same LM, each batch padded to its own length (40-64 tokens)",
+                lm_padded_parts, args.lm_steps, args.repeats, TARGETS["lm"], args.floor, other)
     print("load average (1, 5, 15 min): %.2f %.2f %.2f" % os.getloadavg())
 
 
