@@ -85,6 +85,19 @@ def softmax_into_cross_entropy(seed=0):
     return loop(model, opt, nn.CrossEntropyLoss(), X, y, seed=seed)
 
 
+def softmax_in_the_loss(seed=0, twice=True):
+    """The model returns logits, and the loop applies softmax before CrossEntropyLoss
+    (`loss_fn(out.softmax(1), y)`): its outputs alone look right.  `twice=False`: the
+    same loop without that softmax."""
+    torch.manual_seed(seed)
+    X, y = data(d=10, k=4, seed=seed)
+    model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 4))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    ce = nn.CrossEntropyLoss()
+    return loop(model, opt, (lambda out, t: ce(out.softmax(1), t)) if twice else ce, X, y,
+                seed=seed)
+
+
 def zero_grad_before_step(seed=0):
     """optimizer.zero_grad() between loss.backward() and optimizer.step()."""
     torch.manual_seed(seed)

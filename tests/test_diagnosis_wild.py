@@ -73,6 +73,22 @@ def test_wrong_loss_is_named_from_a_plain_monitor_history(seed):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
+def test_softmax_applied_in_the_loop_is_named_from_the_loss_itself(seed):
+    """Logits out of the model, softmax in the loop: the outputs are not probabilities,
+    but the loss is the cross-entropy of softmax(softmax(output)) to float rounding,
+    and far from the output's own cross-entropy once the model has learned."""
+    faulty = foreign_loops.softmax_in_the_loss(seed)
+    plain = foreign_loops.softmax_in_the_loss(seed, twice=False)
+    assert faulty["output_prob_frac"].max() == 0
+    d = fl.diagnose(faulty)
+    assert d.top == "wrong_loss" and "applied twice" in d.causes[0][2], str(d)
+    values, plain_values = measure(faulty), measure(plain)
+    assert values["loss_vs_softmax_twice"] < 1e-5 < 0.1 < values["loss_vs_output_ce"]
+    assert plain_values["loss_vs_output_ce"] < 1e-5 < 0.1 < plain_values["loss_vs_softmax_twice"]
+    assert fl.diagnose(plain).top != "wrong_loss"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
 def test_zero_grad_between_backward_and_step_is_named(seed):
     d = fl.diagnose(foreign_loops.zero_grad_before_step(seed))
     assert d.top == "zero_grad_misplaced" and d.shape == "plateau", str(d)

@@ -839,3 +839,34 @@ def test_soft_targets_are_told_from_hard_labels_by_the_output_gradient():
     mixed = share(lambda z: 0.6 * ce(z, kept) + 0.4 * ce(z, other))
     assert 0.5 < mixed <= (kept != other).float().mean().item()  # two labels, where they differ
     assert math.isnan(share(lambda z: (z - 1).square().mean()))  # rows do not sum to 0
+
+
+def test_the_losses_an_output_implies_match_a_plain_and_a_doubled_softmax():
+    """At the labels the gradient shows, the output's own cross-entropy is a plain mean
+    cross-entropy's loss, and the cross-entropy of softmax(softmax(output)) is the loss
+    of a loop that applies softmax before CrossEntropyLoss, to float rounding; ignored
+    rows (no gradient) are left out of both, and a regression has neither."""
+    from failurelab.telemetry.probes import gradient_rows, implied_losses
+
+    torch.manual_seed(0)
+    y = torch.randint(0, 5, (2, 48))
+    logits = torch.randn(2, 48, 5) + 5 * nn.functional.one_hot(y, 5)  # a model that learned
+    y[:, :6] = -100  # ignored rows: no gradient
+    ce = nn.functional.cross_entropy
+
+    def implied(loss_of):
+        z = logits.clone().requires_grad_()
+        losses = torch.stack([loss_of(z[i], y[i]) for i in range(2)])
+        (g,) = torch.autograd.grad(losses.sum(), z)
+        return losses.detach(), implied_losses(logits, gradient_rows(g))
+    plain, got = implied(ce)
+    np.testing.assert_allclose(got[:, 0], plain, rtol=1e-6)
+    assert (got[:, 1] > plain + 0.3).all()
+    doubled, got = implied(lambda z, t: ce(z.softmax(-1), t))
+    np.testing.assert_allclose(got[:, 1], doubled, rtol=1e-6)
+    assert (got[:, 0] < doubled - 0.3).all()
+    assert (doubled > math.log(1 + 4 / math.e)).all()  # the floor of a doubled softmax
+    z = logits.clone().requires_grad_()
+    (g,) = torch.autograd.grad((z.sum(-1) - 1).pow(2).mean(), z)  # no softmax rows
+    assert implied_losses(logits, gradient_rows(g)).isnan().all()
+    assert implied_losses(logits[..., :1], gradient_rows(g[..., :1])).isnan().all()

@@ -205,6 +205,30 @@ WRONG_LOSS = Fault(
        "applied before a loss that applies it again?",
        verdict_zh="输出是概率，而损失停在一个预测解释不了的下限上：是不是在一个自己也会做 softmax 的损失之前"
                   "又做了一次 softmax？"),
+    # Softmax written into the loop (`cross_entropy(out.softmax(-1), y)`) leaves the
+    # model's outputs logits, which the route above cannot see; the loss itself tells:
+    # it is the cross-entropy of softmax(softmax(output)), computed from the output and
+    # the labels its gradient shows, to float rounding.
+    also=(Signature((
+        C("loss_vs_softmax_twice", False, 0.01, "relative distance of the loss from the "
+          "cross-entropy of softmax(softmax(output))",
+          "a loss computed that way equals it to float rounding (1e-7 in float32); one "
+          "per cent admits float16 and an output read on a sample of its rows, while a "
+          "plain cross-entropy that has learned anything sits far below that loss's "
+          "floor of log(1 + (C-1)/e)",
+          label_zh="损失与 softmax(softmax(输出)) 的交叉熵之间的相对距离",
+          why_zh="这样算出的损失与之在浮点舍入内相等（float32 下为 1e-7）；百分之一容纳 float16 以及只读取部分"
+                 "行的输出，而一个学到了任何东西的普通交叉熵远低于那种损失的下限 log(1 + (C-1)/e)"),
+        C("loss_vs_output_ce", True, 0.1, "relative distance of the loss from the "
+          "output's own cross-entropy",
+          "the model has learned something the loss does not show: before it has, both "
+          "cross-entropies are near ln C and the loss matches either", role="guard",
+          label_zh="损失与输出本身的交叉熵之间的相对距离",
+          why_zh="模型学到了损失没有反映出来的东西：在此之前两种交叉熵都接近 ln C，损失与哪一个都吻合"),
+    ), "the loss is the cross-entropy of softmax applied twice - is softmax applied to the "
+       "output before a loss that applies it again?",
+       verdict_zh="损失是 softmax 做了两次之后的交叉熵：是不是在一个自己也会做 softmax 的损失之前又对输出做了一次"
+                  " softmax？"),),
     outcome=Signature((
         C("loss_end", True, 0.5, "final training loss",
           "three times the steps, the same floor above log(1 + 2/e) = 0.55",

@@ -550,6 +550,31 @@ def soft_target_share(h):
     return _median(_column(h, "output_soft_target_frac"))
 
 
+def _loss_misfit(h, implied: str) -> float:
+    """Median, over the last fifth of the steps, of |loss - implied| / |loss|: how far
+    the recorded loss is from a loss the output and its gradient imply (`implied`, a
+    column).  NaN when that column is not recorded."""
+    if _column(h, implied) is None or "loss" not in h:
+        return NAN
+    misfit = _finite((h["loss"] - h[implied]).abs() / h["loss"].abs())
+    return float(_tail(misfit).median()) if len(misfit) else NAN
+
+
+def loss_vs_output_ce(h):
+    """How far the loss is from its output's own cross-entropy at the labels the
+    gradient shows (`output_ce`): 0 to float rounding for a plain mean cross-entropy;
+    label smoothing, class weights, extra loss terms and a transformed output move it."""
+    return _loss_misfit(h, "output_ce")
+
+
+def loss_vs_softmax_twice(h):
+    """How far the loss is from the cross-entropy of softmax(softmax(output))
+    (`output_ce_twice`): 0 to float rounding where softmax is applied to the output
+    before a cross-entropy that applies it again, far from 0 once a plain
+    cross-entropy has learned anything."""
+    return _loss_misfit(h, "output_ce_twice")
+
+
 def float16_share(h):
     """Share of the recorded steps whose smallest non-zero logit gradient is a float16
     number (float16 keeps 10 mantissa bits and nothing under 2^-24): 1 when the output
@@ -730,7 +755,7 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
         eval_input_shift,
         batch_size_median, input_is_tokens, output_scale_start, output_grad_zero_median,
         output_grad_floor, output_prob_share, output_logprob_share, soft_target_share,
-        float16_share,
+        loss_vs_output_ce, loss_vs_softmax_twice, float16_share,
         loss_scaled_share,
         input_nonfinite_total, val_acc_best, val_acc_end,
         val_loss_end, val_min_recall_end, val_loss_rise, val_jitter_max, train_val_acc_gap,

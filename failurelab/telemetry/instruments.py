@@ -331,7 +331,7 @@ class Outputs(Instrument):
     name = "outputs"
     columns = ("output_std", "output_grad_zero_frac", "output_grad_min", "output_prob_frac",
                "output_logprob_frac", "output_nonfinite", "loss_weight", "output_backwards",
-               "output_soft_target_frac")
+               "output_soft_target_frac", "output_ce", "output_ce_twice")
 
     def __init__(self, report):
         self.report = report  # report(instrument, exc): the gradient hook runs in backward
@@ -406,16 +406,17 @@ class Outputs(Instrument):
             tables.append(nan[:, :1])
         tables.append(probes.soft_target_shares(stacked_grads, rows=rows).unsqueeze(1)
                       if stacked_grads is not None else nan[:, :1])
+        tables.append(probes.implied_losses(stacked, rows) if stacked is not None else nan)
         values = torch.cat(tables, dim=1).tolist()  # one conversion for the whole chunk
         n = outs[0].numel() if stacked is not None else 0
-        total, sq, prob, logp, zero, low, weight, soft = zip(*values)
+        total, sq, prob, logp, zero, low, weight, soft, ce, ce_twice = zip(*values)
         bad = [_NAN] * k if stacked is None else [
             probes.nonfinite_count(y) if n and not math.isfinite(s) else 0  # count exactly
             for y, s in zip(outs, sq)]
         weight = [w * p[3] for w, p in zip(weight, payloads)]  # from the rows read to all
         out = dict(zip(self.columns, (
             [probes.std_of(t, s, n) for t, s in zip(total, sq)], zero, low, prob, logp, bad,
-            weight, [_NAN if p[2] is None else p[2] for p in payloads], soft)))
+            weight, [_NAN if p[2] is None else p[2] for p in payloads], soft, ce, ce_twice)))
         if self.partials and stacked is not None:
             rows = outs[0].numel() // (outs[0].shape[-1] if outs[0].dim() else 1)
             grad_n = grads[0].numel() if grads[0] is not None else 0

@@ -367,6 +367,35 @@ def soft_target_shares(grads: torch.Tensor, tol: float = 1e-2,
     return torch.where(rows.softmax_like & with_grad.any(1), share, float("nan"))
 
 
+def implied_losses(outputs: torch.Tensor, rows: GradientRows | None) -> torch.Tensor:
+    """(k, ..., C) logits and their `GradientRows` → (k, 2): the mean cross-entropy of
+    each step's rows at the class their gradient labels, and the same with softmax
+    applied twice (the cross-entropy of softmax(softmax(logits))); NaN where the
+    gradient is not a softmax cross-entropy's or there is no class axis.
+
+    A loss that takes softmax's output as its logits (`cross_entropy(out.softmax(-1),
+    y)`, softmax written into the loop rather than the model) equals the second to
+    float rounding and sits above log(1 + (C-1)/e) for good, while the output's own
+    cross-entropy, the first, falls as the model learns; a plain cross-entropy equals
+    the first.  The label is a row's most negative gradient entry: a hard label's
+    entry under a plain cross-entropy (its only negative one, see `loss_weights`), and
+    under softmax applied twice the labelled entry's as well, since raising it lowers
+    that loss most.  Rows without a gradient (ignored, padding) are left out."""
+    k = outputs.shape[0]
+    if rows is None:
+        return torch.full((k, 2), float("nan"), device=outputs.device)
+    g = rows.g
+    logp = torch.log_softmax(classes_first(outputs), 1)  # (k, C, rows)
+    logq = torch.log_softmax(logp.exp(), 1)
+    with_grad = flags(torch.gt, g.abs().amax(1, keepdim=True), 0)  # (k, 1, rows)
+    label = flags(torch.eq, g, g.amin(1, keepdim=True)).mul_(with_grad)
+    count = label.sum((1, 2)).clamp(min=1)
+    implied = torch.stack([(logp * label).sum((1, 2)), (logq * label).sum((1, 2))], dim=1)
+    implied = implied.div_(-count.unsqueeze(1))
+    return torch.where((rows.softmax_like & (with_grad.sum((1, 2)) > 0)).unsqueeze(1),
+                       implied, float("nan"))
+
+
 def std_of(total: float, total_sq: float, n: int) -> float:
     """Population std from a sum and a sum of squares (NaN for no entries)."""
     if not n:

@@ -65,6 +65,7 @@ _SHOWS = {
     "batches": ("batch_size_median", "label_purity_median", "batchnorm_batch_median"),
     "loss_weight": ("step_loss_weight", "loss_weight_median", "output_backwards_median"),
     "outputs": ("output_scale_start", "output_prob_share"),
+    "implied_loss": ("loss_vs_output_ce", "loss_vs_softmax_twice"),
     "output_gradient": ("output_grad_zero_median", "output_grad_floor", "float16_share",
                         "loss_scaled_share", "backward_skip_share", "soft_target_share"),
     "accuracy": ("val_acc_best", "val_acc_end", "train_val_acc_gap", "val_acc_early"),
@@ -251,6 +252,17 @@ def weights(runs, ax=None) -> Axes:
 def outputs(runs, ax=None) -> Axes:
     """Std of the logits: a sane initialisation starts near 1 or below."""
     return column(runs, "output_std", ax, ylabel="logit std")
+
+
+def implied_loss(runs, ax=None) -> Axes:
+    """The training loss beside two losses its output and gradient imply: the output's
+    own cross-entropy (a plain cross-entropy lies on it) and the cross-entropy of
+    softmax applied twice (a loop that applies softmax before CrossEntropyLoss lies on
+    that one instead)."""
+    items, ax = _items(runs), _axes(ax)
+    notes = _plot(ax, items, {"loss": "training loss", "output_ce": "output's cross-entropy",
+                              "output_ce_twice": "cross-entropy of softmax twice"})
+    return _finish(ax, items, "loss", notes)
 
 
 def eval_inputs(runs, ax=None) -> Axes:
@@ -531,7 +543,7 @@ def _keys(ax, items, names, shown_as, missing) -> None:
 FUNCTIONS = {f.__name__: f for f in (
     loss, gradients, update_ratio, activations, inputs, output_gradient, validation,
     accuracy, min_recall, eval_jitter, gradient_cosine, timing, padding, column, weights,
-    outputs, zero_gradients, batches, loss_weight, eval_inputs)}
+    outputs, implied_loss, zero_gradients, batches, loss_weight, eval_inputs)}
 
 
 def lr_range(result, ax=None) -> Axes:
