@@ -397,6 +397,9 @@ LR_DECAYED_TOO_EARLY = Fault(
     repair=(Set("lr_decay_every", 930),),  # 30 epochs of 31 batches
     probe=(Scale("steps", 3),),
     instrument="update_ratio",
+    # a rate decayed by orders of magnitude leaves the rest of the run with tiny steps,
+    # lr_too_small's evidence; where the steps were normal at first, the decay caused it
+    explains=("lr_too_small",),
     signature=Signature((
         C("step_size_change_early", False, 0.01,
           "step per unit of gradient at 30-40% of the run, over its start",
