@@ -98,6 +98,30 @@ def softmax_in_the_loss(seed=0, twice=True):
                 seed=seed)
 
 
+def raw_units(seed=0, standardised=False):
+    """Every feature in one raw unit, hundreds to thousands (as years or prices are,
+    or pixels 0-255): no spread between features to see, but a fresh model's logits
+    come out oversized, as from a 10x initialisation."""
+    torch.manual_seed(seed)
+    X, y = data(k=3, seed=seed)
+    if not standardised:
+        X = X * 300 + 1000
+    model = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 3))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    return loop(model, opt, nn.CrossEntropyLoss(), X, y, seed=seed)
+
+
+def scheduler_per_batch(seed=0):
+    """StepLR(step_size=5, gamma=0.5) meant per epoch, stepped every batch: the rate is
+    halved every 5 steps and is 1e-6 of itself by step 100."""
+    torch.manual_seed(seed)
+    X, y = data(k=3, seed=seed)
+    model = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 3))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    schedule = torch.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5)
+    return loop(model, opt, nn.CrossEntropyLoss(), X, y, seed=seed, schedule=schedule)
+
+
 def zero_grad_before_step(seed=0):
     """optimizer.zero_grad() between loss.backward() and optimizer.step()."""
     torch.manual_seed(seed)

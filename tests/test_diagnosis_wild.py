@@ -89,6 +89,28 @@ def test_softmax_applied_in_the_loop_is_named_from_the_loss_itself(seed):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
+def test_inputs_all_in_one_raw_unit_are_named_not_the_initialisation(seed):
+    """No spread between the features, but values near 1000 make the fresh model's
+    logits oversized, which a 10x initialisation also does: bad_init is not named where
+    the inputs are in the hundreds; the same loop standardised is healthy."""
+    raw = foreign_loops.raw_units(seed)
+    values = measure(raw)
+    assert values["input_scale_spread"] < 100 < values["input_magnitude"]
+    assert values["output_scale_start"] > 3
+    d = fl.diagnose(raw)
+    assert d.top == "no_input_norm" and "bad_init" not in [c[0] for c in d.causes], str(d)
+    assert fl.diagnose(foreign_loops.raw_units(seed, standardised=True)).top is None
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_scheduler_stepped_every_batch_is_named_over_a_small_rate(seed):
+    """The steps became tiny (lr_too_small's evidence) because the rate was decayed by
+    orders of magnitude early: the decay explains the small steps."""
+    d = fl.diagnose(foreign_loops.scheduler_per_batch(seed))
+    assert d.top == "lr_decayed_too_early" and "lr_too_small" not in d.lookalikes, str(d)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
 def test_zero_grad_between_backward_and_step_is_named(seed):
     d = fl.diagnose(foreign_loops.zero_grad_before_step(seed))
     assert d.top == "zero_grad_misplaced" and d.shape == "plateau", str(d)

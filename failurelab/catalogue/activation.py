@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..basics.recipes import Scale, Set
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
-from .conditions import ALL_CONNECTED, FINITE, INPUTS_SCALED, STEPS_SANE, STUCK
+from .conditions import ALL_CONNECTED, FINITE, INPUTS_SCALED, INPUTS_SMALL, STEPS_SANE, STUCK
 from .fault import Chinese, Fault
 
 SATURATED_SIGMOID = Fault(
@@ -64,6 +64,7 @@ SATURATED_SIGMOID = Fault(
           why_zh="还没有任何更新时单元就已饱和：是初始化把它们推到了那里（训练过程中后来才积累起来的饱和是"
                  "更新步造成的，与初始化无关）"),
         INPUTS_SCALED,
+        INPUTS_SMALL,
         ALL_CONNECTED,
         STEPS_SANE,
         C("nonfinite_losses", False, 0.5, "non-finite losses",
@@ -179,6 +180,7 @@ BAD_INIT = Fault(
           why_zh="刚初始化的分类器，logits 应为 O(1) 或更小（基线为 0.05）：标准差为 3 意味着某些类别毫无理由"
                  "地一开始就可能性高出 e^3 = 20x"),
         INPUTS_SCALED,
+        INPUTS_SMALL,
     ), "the model starts out confidently wrong - check the initialisation scale",
        verdict_zh="模型一开始就自信地犯错：检查初始化尺度"),
     outcome=Signature((

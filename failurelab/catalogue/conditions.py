@@ -52,6 +52,17 @@ INPUTS_SCALED = C("input_scale_spread", False, 100, "input std spread",
                   "is not the inputs' scale", role="guard",
                   label_zh="输入标准差之比",
                   why_zh="各特征的离散程度相差不到 100 倍：原因不在输入的尺度")
+INPUTS_SMALL = C("input_magnitude", False, 100, "largest |input|",
+                 "inputs on the scale of standardised features (every healthy run: under "
+                 "5, and 100 would be a 100-sigma value; checked for inputs that are "
+                 "numbers): inputs in the hundreds make a fresh model's pre-activations "
+                 "and logits large under any initialisation, and the cause is then the "
+                 "inputs", role="guard",
+                 required=False,
+                 label_zh="输入的最大绝对值",
+                 why_zh="输入处于标准化特征的尺度上（所有健康运行都小于 5，100 会是 100 个标准差之外的值；只对"
+                        "数值输入检查）：数值上百的输入在任何初始化下都会让刚初始化模型的预激活值和 logits 很大，"
+                        "这时原因在输入")
 CALM = C("loss_peak_ratio", False, 1.5, "loss peak over start",
          "the loss never rose by half above where it started (a run that jumps there "
          "first is a different failure)", role="guard",

@@ -167,6 +167,29 @@ NO_INPUT_NORM = Fault(
                  "nan_in_data）"),
     ), "features on wildly different scales - standardise the inputs",
        verdict_zh="特征的尺度相差悬殊：把输入标准化"),
+    # Features all in raw units of one large scale (pixels 0-255, years) have no spread
+    # between them to read, but a fresh model fed them starts with logits as oversized
+    # as a 10x initialisation's (bad_init's evidence, which guards against this).
+    also=(Signature((
+        C("input_magnitude", True, 100, "largest |input|",
+          "standardised features stay within a few tens (every healthy run: under 5; 100 "
+          "would be a 100-sigma value): inputs in the hundreds are in raw units",
+          label_zh="输入的最大绝对值",
+          why_zh="标准化后的特征不超过几十（所有健康运行都小于 5；100 会是 100 个标准差之外的值）："
+                 "上百的输入是原始单位"),
+        C("output_scale_start", True, 3, "logit std at step 0",
+          "and they made the fresh model's logits oversized before any update (a fresh "
+          "classifier's logits are O(1) or smaller): without that, as behind a "
+          "normalisation layer, the scale does no harm to read", role="effect",
+          label_zh="第 0 步的 logit 标准差",
+          why_zh="并且在任何更新之前就让刚初始化模型的 logits 过大（刚初始化的分类器 logits 为 O(1) 或更小）"
+                 "：没有这一点（例如输入后面有归一化层），这个尺度就看不出危害"),
+        C("input_nonfinite_total", False, 0.5, "non-finite input values",
+          "the inputs are finite: large, not broken", log=False, role="guard",
+          label_zh="输入中的非有限值",
+          why_zh="输入是有限的：只是很大，并没有坏掉"),
+    ), "inputs in raw units make the fresh model's outputs oversized - standardise the inputs",
+       verdict_zh="原始单位的输入让刚初始化模型的输出过大：把输入标准化"),),
     # inputs in the thousands make gradients and steps in the thousands
     explains=("huge_lr", "exploding_gradients"),
     outcome=Signature((LEARNS, C("saturation_median", False, 0.05,

@@ -491,6 +491,14 @@ def input_absmax(h):
     return _stat(_values(h, "input_absmax"), pd.Series.max)
 
 
+def input_magnitude(h):
+    """Largest absolute input value of a model fed numbers (NaN for token ids, whose
+    size is a vocabulary's): standardised features stay within a few tens (a
+    100-sigma value is not sampling), raw units (pixels 0-255, years, prices) reach
+    the hundreds and more."""
+    return NAN if input_is_tokens(h) != 0 else input_absmax(h)
+
+
 def input_scale_spread(h):
     """Median ratio of the largest to the smallest per-feature std in a batch (1 for
     token ids, which have no feature scales to mismatch)."""
@@ -751,7 +759,8 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
         grad_carried_share, loss_weight_median, output_backwards_median, step_loss_weight,
         batchnorm_batch_median,
         unoptimized_max, frozen_share, param_no_grad_share, first_layer_grad_share, weight_norm_change,
-        saturation_median, saturation_start, dead_start, dead_end, input_absmax, input_scale_spread,
+        saturation_median, saturation_start, dead_start, dead_end, input_absmax, input_magnitude,
+        input_scale_spread,
         eval_input_shift,
         batch_size_median, input_is_tokens, output_scale_start, output_grad_zero_median,
         output_grad_floor, output_prob_share, output_logprob_share, soft_target_share,

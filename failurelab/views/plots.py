@@ -59,7 +59,7 @@ _SHOWS = {
     "zero_gradients": ("zero_grad_median", "grad_zero_steps"),
     "weights": ("weight_norm_change", "frozen_share"),
     "activations": ("saturation_median", "saturation_start", "dead_start", "dead_end"),
-    "inputs": ("input_absmax", "input_scale_spread", "input_nonfinite_total",
+    "inputs": ("input_absmax", "input_magnitude", "input_scale_spread", "input_nonfinite_total",
                "input_is_tokens"),
     "eval_inputs": ("eval_input_shift",),
     "batches": ("batch_size_median", "label_purity_median", "batchnorm_batch_median"),
