@@ -125,6 +125,14 @@ SHUFFLED_LABELS = Fault(
        verdict_zh="模型能记住一个小批次，所以问题在标签"),
 )
 
+_INPUTS_FINITE = C("input_nonfinite_total", False, 0.5, "non-finite input values",
+                   "the inputs are finite: large, not broken (a loss that overflows from "
+                   "them still counts; NaN in the data is nan_in_data)", log=False,
+                   role="guard",
+                   label_zh="输入中的非有限值",
+                   why_zh="输入是有限的：只是很大，并没有坏掉（由它们引起的损失溢出仍然算数；数据里的 NaN "
+                          "属于 nan_in_data）")
+
 NO_INPUT_NORM = Fault(
     name="no_input_norm",
     title="Inputs not standardised",
@@ -159,12 +167,7 @@ NO_INPUT_NORM = Fault(
           label_zh="输入标准差之比",
           why_zh="各特征离散程度相差 100 倍时，小尺度的特征在大尺度特征旁边完全看不见；标准化后的输入相差不过"
                  "几倍"),
-        C("input_nonfinite_total", False, 0.5, "non-finite input values",
-          "the inputs are finite: large, not broken (a loss that overflows from them "
-          "still counts; NaN in the data is nan_in_data)", log=False, role="guard",
-          label_zh="输入中的非有限值",
-          why_zh="输入是有限的：只是很大，并没有坏掉（由它们引起的损失溢出仍然算数；数据里的 NaN 属于 "
-                 "nan_in_data）"),
+        _INPUTS_FINITE,
     ), "features on wildly different scales - standardise the inputs",
        verdict_zh="特征的尺度相差悬殊：把输入标准化"),
     # Features all in raw units of one large scale (pixels 0-255, years) have no spread
@@ -184,10 +187,7 @@ NO_INPUT_NORM = Fault(
           label_zh="第 0 步的 logit 标准差",
           why_zh="并且在任何更新之前就让刚初始化模型的 logits 过大（刚初始化的分类器 logits 为 O(1) 或更小）"
                  "：没有这一点（例如输入后面有归一化层），这个尺度就看不出危害"),
-        C("input_nonfinite_total", False, 0.5, "non-finite input values",
-          "the inputs are finite: large, not broken", log=False, role="guard",
-          label_zh="输入中的非有限值",
-          why_zh="输入是有限的：只是很大，并没有坏掉"),
+        _INPUTS_FINITE,
     ), "inputs in raw units make the fresh model's outputs oversized - standardise the inputs",
        verdict_zh="原始单位的输入让刚初始化模型的输出过大：把输入标准化"),),
     # inputs in the thousands make gradients and steps in the thousands
