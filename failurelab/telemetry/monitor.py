@@ -146,6 +146,7 @@ class Monitor:
                                                     if c not in GLOBAL_COLUMNS and c[0] != "_"],
                             STATE_COLUMNS)
         self._pending: list[_Step] = []
+        self._sized_for = None  # the forward shapes the chunk length was last checked for
         self._stepped = False  # has the optimizer stepped since the last record?
         self._paused = False  # in a closure's re-evaluation: not observed (`_closure_step`)
         self._count = 0  # steps recorded so far
@@ -342,9 +343,10 @@ class Monitor:
                  self._frozen)
         payloads, shapes = self._take(stepped)
         step = _Step(loss_value, payloads, state, extra, shapes)
-        if not self._pending or shapes != self._pending[0].shapes:
+        if shapes != self._sized_for:
             # the first step, or one whose forward tensors differ in shape (a batch
             # padded to its own longest sequence): the chunk must hold the largest
+            self._sized_for = shapes
             self._chunk = min(self._chunk, ins.chunk_length(payloads.values(),
                                                             _numel(self._params),
                                                             CHUNK_STEPS, CHUNK_BYTES))
