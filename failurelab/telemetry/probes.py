@@ -378,9 +378,13 @@ def implied_losses(outputs: torch.Tensor, rows: GradientRows | None) -> torch.Te
     float rounding and sits above log(1 + (C-1)/e) for good, while the output's own
     cross-entropy, the first, falls as the model learns; a plain cross-entropy equals
     the first.  The label is a row's most negative gradient entry: a hard label's
-    entry under a plain cross-entropy (its only negative one, see `loss_weights`), and
-    under softmax applied twice the labelled entry's as well, since raising it lowers
-    that loss most.  Rows without a gradient (ignored, padding) are left out."""
+    entry under a plain cross-entropy (its only negative one, see `loss_weights`).
+    Under softmax applied twice it is the labelled entry in every row that is not
+    confidently wrong (random logits of std 1 and 5 classes: 99.5% of rows); a
+    confidently wrong row passes almost no gradient and may point elsewhere, so a
+    model that is confidently wrong on many rows reads further from its loss, a miss
+    rather than a false match.  Rows without a gradient (ignored, padding) are left
+    out."""
     k = outputs.shape[0]
     if rows is None:
         return torch.full((k, 2), float("nan"), device=outputs.device)
