@@ -399,14 +399,14 @@ class Outputs(Instrument):
             tables = [nan, nan]
         tables.append(probes.zeros_and_floor(stacked_grads) if stacked_grads is not None
                       else nan)
-        rows = probes.gradient_rows(stacked_grads) if stacked_grads is not None else None
+        by_row = probes.gradient_rows(stacked_grads) if stacked_grads is not None else None
         if stacked is not None and stacked_grads is not None:
-            tables.append(probes.loss_weights(stacked, stacked_grads, rows=rows).unsqueeze(1))
+            tables.append(probes.loss_weights(stacked, stacked_grads, rows=by_row).unsqueeze(1))
         else:
             tables.append(nan[:, :1])
-        tables.append(probes.soft_target_shares(stacked_grads, rows=rows).unsqueeze(1)
+        tables.append(probes.soft_target_shares(stacked_grads, rows=by_row).unsqueeze(1)
                       if stacked_grads is not None else nan[:, :1])
-        tables.append(probes.implied_losses(stacked, rows) if stacked is not None else nan)
+        tables.append(probes.implied_losses(stacked, by_row) if stacked is not None else nan)
         values = torch.cat(tables, dim=1).tolist()  # one conversion for the whole chunk
         n = outs[0].numel() if stacked is not None else 0
         total, sq, prob, logp, zero, low, weight, soft, ce, ce_twice = zip(*values)

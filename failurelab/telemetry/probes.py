@@ -277,12 +277,13 @@ def _softmax_classes(logits: torch.Tensor) -> torch.Tensor:
 
 
 class GradientRows(NamedTuple):
-    """The gradient at a softmax's logits as `loss_weights` and `soft_target_shares`
-    read it, made once for both (see `gradient_rows`)."""
+    """The gradient at a softmax's logits as `loss_weights`, `soft_target_shares` and
+    `implied_losses` read it, made once for all three (see `gradient_rows`)."""
 
     g: torch.Tensor  # (k, C, rows), classes first
     softmax_like: torch.Tensor  # (k,): the rows sum to 0, as a softmax cross-entropy's do
     negatives: torch.Tensor  # (k, rows): negative entries per row
+    with_grad: torch.Tensor  # (k, rows): 1.0 where a row has any gradient (not ignored)
 
 
 def gradient_rows(grads: torch.Tensor, tol: float = 1e-2) -> GradientRows | None:
@@ -293,7 +294,8 @@ def gradient_rows(grads: torch.Tensor, tol: float = 1e-2) -> GradientRows | None
     # summed over the rows: a confident row's few-ulp rounding is large next to its own
     # tiny gradient, never next to the whole output's
     softmax_like = g.sum(1).abs().sum(1) <= tol * g.abs().sum((1, 2))
-    return GradientRows(g, softmax_like, flags(torch.lt, g, 0).sum(1))
+    return GradientRows(g, softmax_like, flags(torch.lt, g, 0).sum(1),
+                        flags(torch.gt, g.abs().amax(1), 0))
 
 
 def loss_weights(outputs: torch.Tensor, grads: torch.Tensor, tol: float = 1e-2,
@@ -361,10 +363,10 @@ def soft_target_shares(grads: torch.Tensor, tol: float = 1e-2,
     rows = gradient_rows(grads, tol) if rows is None else rows
     if rows is None:
         return torch.full((grads.shape[0],), float("nan"), device=grads.device)
-    with_grad = rows.g.abs().amax(1) > 0  # (k, rows)
-    soft = (rows.negatives > 1) & with_grad
-    share = soft.to(F32).sum(1) / with_grad.to(F32).sum(1).clamp(min=1)
-    return torch.where(rows.softmax_like & with_grad.any(1), share, float("nan"))
+    with_grad = rows.with_grad.sum(1)
+    soft = (flags(torch.gt, rows.negatives, 1) * rows.with_grad).sum(1)
+    return torch.where(rows.softmax_like & (with_grad > 0), soft / with_grad.clamp(min=1),
+                       float("nan"))
 
 
 def implied_losses(outputs: torch.Tensor, rows: GradientRows | None) -> torch.Tensor:
@@ -391,12 +393,11 @@ def implied_losses(outputs: torch.Tensor, rows: GradientRows | None) -> torch.Te
     g = rows.g
     logp = torch.log_softmax(classes_first(outputs), 1)  # (k, C, rows)
     logq = torch.log_softmax(logp.exp(), 1)
-    with_grad = flags(torch.gt, g.abs().amax(1, keepdim=True), 0)  # (k, 1, rows)
-    label = flags(torch.eq, g, g.amin(1, keepdim=True)).mul_(with_grad)
+    label = flags(torch.eq, g, g.amin(1, keepdim=True)).mul_(rows.with_grad.unsqueeze(1))
     count = label.sum((1, 2)).clamp(min=1)
     implied = torch.stack([(logp * label).sum((1, 2)), (logq * label).sum((1, 2))], dim=1)
     implied = implied.div_(-count.unsqueeze(1))
-    return torch.where((rows.softmax_like & (with_grad.sum((1, 2)) > 0)).unsqueeze(1),
+    return torch.where((rows.softmax_like & (rows.with_grad.sum(1) > 0)).unsqueeze(1),
                        implied, float("nan"))
 
 
