@@ -409,9 +409,9 @@ class Monitor:
     def _compute(self, instrument: ins.Instrument, steps: list[_Step], groups: list,
                  rows: list, partials: list) -> None:
         """One instrument's columns for `steps`, one call per group of them."""
+        if instrument in self._off:
+            return
         for group in groups:
-            if instrument in self._off:
-                return
             chosen = [steps[i] for i in group]
             try:
                 with torch.no_grad():
@@ -519,6 +519,9 @@ def _nothing(*args) -> None:
     return None
 
 
+_ABSENT = object()  # a step that has no payload of an instrument
+
+
 def _stacking(steps: list[_Step], instrument: ins.Instrument, position: int) -> list:
     """The steps of a chunk grouped by one forward instrument's shapes (`_take`'s
     `position`): usually one group of all of them.  Steps without its payload
@@ -531,9 +534,6 @@ def _stacking(steps: list[_Step], instrument: ins.Instrument, position: int) -> 
         if key is not _ABSENT:
             groups.setdefault(key, []).append(i)
     return list(groups.values())
-
-
-_ABSENT = object()  # a step that has no payload of an instrument
 
 
 def _read_losses(steps: list[_Step]) -> None:
