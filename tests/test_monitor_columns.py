@@ -495,6 +495,52 @@ def test_batchnorm_train_says_whether_a_batchnorm_layer_is_training_at_record():
     assert math.isnan(q.batchnorm_batch_median(h.assign(batchnorm_train=0.0)))  # none training
 
 
+def _mode_run(model, preset="full", steps=4, evaluate_after=1):
+    """Train `model`; after step `evaluate_after` it is validated with model.eval()
+    and never put back in training mode."""
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    with fl.Monitor(model, opt, preset=preset) as mon:
+        for step in range(steps):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(torch.randn(6, 4)),
+                                               torch.randint(0, 3, (6,)))
+            loss.backward()
+            opt.step()
+            mon.record(loss)
+            if step == evaluate_after:
+                model.eval()  # validation; model.train() forgotten
+    return mon.history
+
+
+@pytest.mark.parametrize("preset", ["full", "economy"])
+def test_train_mode_is_read_when_the_optimizer_steps(preset):
+    from failurelab.evidence import quantities as q
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.2), nn.Linear(8, 3))
+    h = _mode_run(model, preset, steps=12, evaluate_after=2)
+    assert h["train_mode"].tolist() == [1, 1, 1] + [0] * 9  # every row: a cheap attribute
+    assert q.eval_mode_share(h) == 9 / 12
+
+
+@pytest.mark.parametrize("layer", [nn.BatchNorm1d(8), nn.GRU(8, 8, 2, dropout=0.1)])
+def test_train_mode_counts_batchnorm_and_recurrent_dropout(layer):
+    assert fl.Monitor(nn.Sequential(nn.Linear(4, 8), layer),
+                      torch.optim.SGD(nn.Linear(1, 1).parameters(), 0.1))._moded
+
+
+@pytest.mark.parametrize("layer", [nn.Dropout(0.0), nn.BatchNorm1d(8, track_running_stats=False),
+                                   nn.LayerNorm(8)])
+def test_train_mode_is_nan_for_a_model_the_mode_does_not_change(layer):
+    """Dropout that drops nothing, BatchNorm without running statistics: eval mode
+    computes the same thing, so the column has nothing to say."""
+    from failurelab.evidence import quantities as q
+
+    torch.manual_seed(0)
+    h = _mode_run(nn.Sequential(nn.Linear(4, 8), layer, nn.Linear(8, 3)))
+    assert h["train_mode"].isna().all() and math.isnan(q.eval_mode_share(h))
+
+
 def test_confident_rows_do_not_hide_the_loss_weight():
     """A row predicted with p = 1 to float precision has only ulps of gradient, whose
     rounding is a large share of their size; the weight is read from the other rows

@@ -81,6 +81,7 @@ class Recipe:
     # --- evaluation -----------------------------------------------------------------
     eval_every: int = 10  # validate every this many steps (and at the last step)
     eval_mode: bool = True  # call model.eval() before validating
+    restore_train_mode: bool = True  # call model.train() after validating
 
     def __post_init__(self) -> None:
         for problem in _problems(self):
@@ -273,7 +274,7 @@ def _problems(r: Recipe):
     for name in ("normalize_inputs", "impute_missing", "shuffle", "mask_padding",
                  "mask_inverted", "zero_grad", "balanced_sampling", "loss_scaling", "eval_mode",
                  "leak_label", "negate_loss", "divide_accumulated", "normalize_val",
-                 "unscale_before_clip"):
+                 "unscale_before_clip", "restore_train_mode"):
         value = getattr(r, name)
         if not isinstance(value, bool):
             checks.append(f"{name} must be True or False, got {value!r}")

@@ -50,4 +50,53 @@ EVAL_MODE_FORGOTTEN = Fault(
        verdict_zh="关掉 dropout 后两次结果一致：dropout 没有关"),
 )
 
-FAULTS = (EVAL_MODE_FORGOTTEN,)
+TRAIN_MODE_NOT_RESTORED = Fault(
+    name="train_mode_not_restored",
+    title="Forgetting model.train() after validation",
+    family="evaluation", task="tabular", shape="healthy", phenomenon=None,
+    symptom="Nothing looks wrong: the loss falls as before and validation is "
+            "repeatable. But from the first validation on, the training loss is computed "
+            "without dropout, and a model with BatchNorm would normalise with its running "
+            "statistics instead of the batch's.",
+    cause="Calling model.eval() before validating switches every layer to eval mode, "
+          "and the loop never switches back. The optimizer keeps stepping, but on a different "
+          "model from the one written: its regularisation is gone, and BatchNorm's "
+          "running statistics stop following the weights.",
+    experiment="Stop calling model.eval() before validating: every training step is "
+               "taken in training mode again (the monitor's train_mode column reads 1), "
+               "so the mode was lost at the eval() call, never undone.",
+    fix="Call model.train() after validating (or at the top of every training step), "
+        "or validate inside a helper that restores the mode it found.",
+    zh=Chinese(
+        title="验证之后忘了调用 model.train()",
+        symptom="看不出任何问题：损失照样下降，验证结果也可重复。但从第一次验证起，训练损失是在没有 "
+                "dropout 的情况下算出的；带 BatchNorm 的模型会用运行统计量而不是当前批次的统计量做归一化。",
+        cause="验证前的 model.eval() 把每一层都切换到评估模式，而循环再也没有切换回来。优化器照常更新，"
+              "但更新的是另一个模型：正则化没有了，BatchNorm 的运行统计量也不再跟随权重变化。",
+        experiment="验证前不再调用 model.eval()：每一步训练又都在训练模式下进行（监视器的 train_mode "
+                   "列读数为 1），所以模式是在 eval() 调用时丢失的，之后从未恢复。",
+        fix="验证之后调用 model.train()（或在每个训练步开头调用），或者在一个会恢复原有模式的辅助函数里"
+            "验证。"),
+    edit=(Set("restore_train_mode", False),),
+    repair=(Set("restore_train_mode", True),),
+    probe=(Set("eval_mode", False),),
+    signature=Signature((
+        C("eval_mode_share", True, 0.1, "share of optimizer steps taken in eval mode",
+          "a loop that trains in training mode takes none (exactly 0); a mode lost at one "
+          "validation and never restored holds from there to the end of the run, or of "
+          "the epoch, most of it", log=False, unit=0.05,
+          label_zh="在评估模式下进行的优化器步所占比例",
+          why_zh="在训练模式下训练的循环一步也没有（恰好为 0）；在某次验证时丢失且从未恢复的模式会一直"
+                 "持续到训练结束或本轮结束，占去大部分步数"),
+    ), "the model trains in eval mode - is model.train() called after validating?",
+       verdict_zh="模型在评估模式下训练：验证之后调用了 model.train() 吗？"),
+    outcome=Signature((
+        C("eval_mode_share", False, 0.1, "share of optimizer steps taken in eval mode",
+          "with no eval() call the model never leaves training mode", log=False, unit=0.05,
+          label_zh="在评估模式下进行的优化器步所占比例",
+          why_zh="没有 eval() 调用，模型就不会离开训练模式"),
+    ), "without eval() every step trains in training mode: eval() was never undone",
+       verdict_zh="不调用 eval() 时每一步都在训练模式下：eval() 从未被撤销"),
+)
+
+FAULTS = (EVAL_MODE_FORGOTTEN, TRAIN_MODE_NOT_RESTORED)

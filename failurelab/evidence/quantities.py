@@ -721,6 +721,15 @@ def dropout_rate(h):
     training mode (0: no dropout); NaN when the history does not record it."""
     return _median(_column(h, "dropout_rate"))
 
+def eval_mode_share(h):
+    """Share of the optimizer steps taken with the model in eval mode (`train_mode` 0):
+    dropout off and BatchNorm normalising with its running statistics, a model other
+    than the one written.  Exactly 0 in a loop that trains in training mode; NaN for a
+    model with no layer that depends on the mode."""
+    mode = _values(h, "train_mode")
+    return NAN if mode is None else float((mode == 0).mean())
+
+
 def label_purity_median(h):
     """Median share of a batch taken by its most common label (1 = one class only);
     NaN for batches under 16 samples, whose label mix says little."""
@@ -768,7 +777,8 @@ QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
         loss_scaled_share,
         input_nonfinite_total, val_acc_best, val_acc_end,
         val_loss_end, val_min_recall_end, val_loss_rise, val_jitter_max, train_val_acc_gap,
-        train_eval_loss_gap, train_eval_gap_z, dropout_rate, label_purity_median,
+        train_eval_loss_gap, train_eval_gap_z, dropout_rate, eval_mode_share,
+        label_purity_median,
         data_time_share, pad_attention_median, pad_sensitivity_max,
     )
 }

@@ -131,12 +131,12 @@ def _train(parts: Parts, preset: str, device: torch.device):
                 if recipe.lr_decay_every else None)
     batches = endless_batches(parts.train_loader)
     first_bad = None
+    model.train()  # once: `evaluate` puts it back after validating
     with Monitor(model, optimizer, preset=preset) as mon:
         for step in range(recipe.steps):
             t0 = time.thread_time()
             X, y = (t.to(device) for t in next(batches))
             t1 = time.thread_time()
-            model.train()
             if recipe.zero_grad and recipe.zero_grad_at == "before_backward":
                 optimizer.zero_grad(set_to_none=True)  # forget this and gradients accumulate
             t_forward = t_backward = 0.0
@@ -215,7 +215,8 @@ def evaluate(model: nn.Module, val, recipe: Recipe) -> dict[str, float]:
             shifted = model(padded).float()
             out["pad_sensitivity"] = float((few.softmax(-1) - shifted.softmax(-1))
                                            .abs().amax(-1).mean())
-    model.train()
+    if recipe.restore_train_mode:
+        model.train()  # forget this and training goes on in eval mode
     return out
 
 

@@ -53,10 +53,10 @@ CHUNK_BYTES = 64 * 2**20  # ...unless their pending copies would exceed this
 GLOBAL_COLUMNS = ("step", "loss", "grad_norm", "weight_norm", "update_norm", "update_ratio",
                   "grad_cosine", "nonfinite", "zero_grad_frac", "grad_carried", "lr",
                   "param_lowp_frac", "unoptimized_params", "step_skipped", "dropout_rate",
-                  "loss_scaled", "batchnorm_train", "frozen_frac")
+                  "loss_scaled", "batchnorm_train", "frozen_frac", "train_mode")
 # What `record` itself measures, in the order of `_Step.state`.
 STATE_COLUMNS = ("lr", "param_lowp_frac", "unoptimized_params", "step_skipped",
-                 "dropout_rate", "loss_scaled", "batchnorm_train", "frozen_frac")
+                 "dropout_rate", "loss_scaled", "batchnorm_train", "frozen_frac", "train_mode")
 INPUT_COLUMNS = ins.Inputs.columns + ins.Outputs.columns
 _LOWP = (torch.float16, torch.bfloat16)
 _BatchNorm = torch.nn.modules.batchnorm._BatchNorm  # BatchNorm1d/2d/3d, SyncBatchNorm
@@ -114,6 +114,10 @@ class Monitor:
         self._unoptimized = [p for p in self._params if id(p) not in optimized]
         self._dropouts = [m for m in model.modules() if isinstance(m, _DROPOUTS)]
         self._norms = [m for m in model.modules() if isinstance(m, _BatchNorm)]
+        self._model = model
+        # NaN, not 1, for a model whose forward is the same in either mode: no verdict
+        self._moded = any(_mode_matters(m) for m in model.modules())
+        self._mode = _NAN  # 1: the model was in training mode when the optimizer stepped
         self._chunk = max(1, min(CHUNK_STEPS, CHUNK_BYTES // (16 * _numel(self._params))))
         self._parameters = ins.Parameters(self._params, [n for n, _ in named], self._chunk,
                                           "layers" in groups, self._interval)
@@ -198,6 +202,8 @@ class Monitor:
         return (args[0], observed, *args[2:]), kwargs
 
     def _observe_step(self, optimizer) -> None:
+        if self._moded:
+            self._mode = 1.0 if self._model.training else 0.0
         if self._unobserved():
             self._lr = ins.first_lr(optimizer)  # economy: nothing else to take here
             self._stepped = True
@@ -340,7 +346,7 @@ class Monitor:
         norms_training = 1.0 if self._norms and any(m.training for m in self._norms) else 0.0
         state = (self._lr, self._lowp_share(), unoptimized, 0 if stepped else 1,
                  self._dropout_rate(), self._scaled if stepped else _NAN, norms_training,
-                 self._frozen)
+                 self._frozen, self._mode if stepped else _NAN)
         payloads, shapes = self._take(stepped)
         step = _Step(loss_value, payloads, state, extra, shapes)
         if shapes != self._sized_for:
@@ -360,7 +366,8 @@ class Monitor:
         model every attribute the monitor touches per step costs the loop time."""
         self._misuse.seen(loss)
         unoptimized = sum(p.grad is not None for p in self._unoptimized) if self._unoptimized else 0
-        state = (self._lr, self._lowp, unoptimized, 0, _NAN, _NAN, _NAN, self._frozen)
+        state = (self._lr, self._lowp, unoptimized, 0, _NAN, _NAN, _NAN, self._frozen,
+                 self._mode)
         self._pending.append(_Step(loss_value, {}, state, extra, self._pending[0].shapes))
         self._count += 1
         if len(self._pending) >= self._chunk * self._interval:
@@ -543,6 +550,19 @@ def _read_losses(steps: list[_Step]) -> None:
         values = torch.stack([s.loss.float() for s in kept]).tolist()
         for step, value in zip(kept, values):
             step.loss = value
+
+
+def _mode_matters(module: nn.Module) -> bool:
+    """Does this layer compute differently in training and eval mode?  Dropout that
+    drops something, BatchNorm that keeps running statistics, and recurrent or
+    attention layers with a dropout probability."""
+    if isinstance(module, _DROPOUTS):
+        return float(module.p) > 0
+    if isinstance(module, _BatchNorm):
+        return bool(module.track_running_stats)
+    if isinstance(module, (nn.RNNBase, nn.MultiheadAttention)):
+        return float(module.dropout) > 0
+    return False
 
 
 def _numel(params) -> int:

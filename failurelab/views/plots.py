@@ -73,6 +73,7 @@ _SHOWS = {
     "validation": ("val_loss_rise", "train_eval_loss_gap", "train_eval_gap_z",
                    "dropout_rate"),
     "eval_jitter": ("val_jitter_max",),
+    "train_mode": ("eval_mode_share",),
     "timing": ("data_time_share",),
     "padding": ("pad_attention_median", "pad_sensitivity_max"),
 }
@@ -189,6 +190,13 @@ def eval_jitter(runs, ax=None) -> Axes:
     """Largest logit change between two identical validation passes: exactly 0 in
     eval mode, large when dropout still fires."""
     return validation(runs, ax, metric="val_jitter")
+
+
+def train_mode(runs, ax=None) -> Axes:
+    """Whether the model was in training mode when the optimizer stepped (1) or in eval
+    mode (0): dropout off and BatchNorm on its running statistics while training."""
+    return column(runs, "train_mode", ax, log=False,
+                  ylabel="training mode at the step (1 = train, 0 = eval)")
 
 
 def gradient_cosine(runs, ax=None) -> Axes:
@@ -543,7 +551,7 @@ def _keys(ax, items, names, shown_as, missing) -> None:
 FUNCTIONS = {f.__name__: f for f in (
     loss, gradients, update_ratio, activations, inputs, output_gradient, validation,
     accuracy, min_recall, eval_jitter, gradient_cosine, timing, padding, column, weights,
-    outputs, implied_loss, zero_gradients, batches, loss_weight, eval_inputs)}
+    outputs, implied_loss, zero_gradients, batches, loss_weight, eval_inputs, train_mode)}
 
 
 def lr_range(result, ax=None) -> Axes:

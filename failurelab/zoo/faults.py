@@ -53,6 +53,7 @@ EXPECTED_CAUSE = {
     "accumulation_not_divided": "accumulation_not_divided",
     "val_not_normalized": "val_not_normalized",
     "clip_before_unscale": "clip_before_unscale",
+    "train_mode_not_restored": "train_mode_not_restored",
 }
 
 
@@ -163,5 +164,10 @@ _FAULTS = (
              # Adam, AdamW and RMSprop divide each step by the gradient's own scale, so a
              # gradient pinned 1e4-1e5 times too small still takes steps of the usual size
              needs=frozenset({HALF}), optimizers=_SGD, habits=("amp",)),
+    ZooFault("train_mode_not_restored", None, "train_mode", ("once", "each_epoch"),
+             "validation calls model.eval() and never model.train(); the loop calls "
+             "model.train() once before training / at the top of each epoch",
+             # the families whose forward the mode changes: BatchNorm, dropout p > 0
+             families=("cnn_bn", "binary", "bag"), habits=("val",)),
 )
 FAULTS = {f.name: replace(f, cause=EXPECTED_CAUSE[f.name]) for f in _FAULTS}

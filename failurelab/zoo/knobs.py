@@ -45,6 +45,8 @@ class Knobs:
     scaled_clip: float = 0.0  # > 0: clip_grad_norm_ to this before scaler.unscale_(), on
     #                           gradients still multiplied by the GradScaler's scale
     zero_grad: str = "each_step"  # "never" | "each_epoch" | "misplaced" | "misplaced_keep"
+    train_mode: str = "each_step"  # where model.train() is called: "each_step", or
+    #                                "each_epoch" / "once" with validation not restoring it
 
 
 KNOB_NAMES = tuple(f.name for f in fields(Knobs))

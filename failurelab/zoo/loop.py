@@ -54,10 +54,14 @@ def train(loop: Loop) -> pd.DataFrame:
     model, optimizer, zero_grad = loop.model, loop.optimizer, loop.knobs.zero_grad
     habits = loop.case.habits
     scaler = torch.amp.GradScaler("cpu") if "amp" in habits else None
+    train_mode = loop.knobs.train_mode
+    model.train()
     with Monitor(model, optimizer) as mon:
         for step in range(loop.steps):
             x, y = loop.next_batch(step)
-            model.train()
+            if train_mode == "each_step" or (train_mode == "each_epoch"
+                                             and step % loop.steps_per_epoch == 0):
+                model.train()
             if zero_grad == "each_step" or (zero_grad == "each_epoch"
                                             and step % loop.steps_per_epoch == 0):
                 optimizer.zero_grad()
@@ -116,7 +120,8 @@ def validate(loop: Loop) -> dict[str, float]:
         out = {"val_loss": float(loop.loss_fn(output, y))}
         if loop.target != "value":
             out["val_acc"] = accuracy(output, y, loop)
-    loop.model.train()
+    if loop.knobs.train_mode == "each_step":
+        loop.model.train()  # the fault "train_mode_not_restored" leaves it in eval mode
     return out
 
 
