@@ -203,3 +203,37 @@ def test_an_lbfgs_closure_is_read_at_its_first_evaluation_and_once_per_step():
         assert h[column].tolist() == pytest.approx([r[column] for r in ref], rel=1e-5)
     assert (h["batch_size"] == 8).all() and (h["output_backwards"] == 1).all()
     assert (h["grad_carried"] == 0).all() and (h["step_skipped"] == 0).all()
+
+
+def test_an_extra_that_is_not_a_number_is_named_once_and_never_raised():
+    """A string passed to `record` used to raise at the chunk's flush, many steps later,
+    inside the user's loop, and lose the chunk's rows."""
+    model, opt = _setup()
+    with pytest.warns(MonitorWarning, match="phase=...\\) got a str") as told:
+        with fl.Monitor(model, opt) as mon:
+            for step in range(40):
+                loss = _backward(model, step)
+                opt.step()
+                mon.record(loss, phase="train" if step >= 20 else 1.0, t_data=np.float32(0.5),
+                           val_loss=torch.tensor(0.25) if step == 3 else None)
+    h = mon.history
+    assert len(h) == 40 and len([w for w in told if "phase" in str(w.message)]) == 1
+    assert h["phase"].iloc[:20].eq(1.0).all() and h["phase"].iloc[20:].isna().all()
+    assert h["t_data"].eq(0.5).all() and h["val_loss"].iloc[3] == 0.25
+    assert h["val_loss"].drop(index=3).isna().all()
+
+
+def test_an_extra_cannot_overwrite_a_measured_column():
+    model, opt = _setup()
+    with warnings.catch_warnings(record=True) as caught, fl.Monitor(model, opt) as mon:
+        warnings.simplefilter("always")
+        for step in range(3):
+            loss = _backward(model, step)
+            measured = float(torch.nn.utils.get_total_norm([p.grad for p in model.parameters()]))
+            opt.step()
+            mon.record(loss, grad_norm=-1.0, step=1000)
+    told = _ours(caught)
+    assert len(told) == 2 and all("names a column the monitor measures" in m for m in told)
+    h = mon.history
+    assert h["step"].tolist() == [0, 1, 2]
+    assert h["grad_norm"].iloc[-1] == pytest.approx(measured, rel=1e-6)

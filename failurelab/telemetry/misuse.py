@@ -53,6 +53,15 @@ _MESSAGES = {
 }
 
 
+_EXTRA_MESSAGES = {
+    "measured": "record({key}=...) names a column the monitor measures itself; your value "
+                "is ignored and the measured one kept (pass it under another name)",
+    "not_a_number": "record({key}=...) got a {kind}, not a number: extra columns hold "
+                    "numbers (a float, an int, a one-element tensor); this column is NaN "
+                    "where such a value was given",
+}
+
+
 class Misuse:
     """Recognises the misuses above and warns once for each kind."""
 
@@ -68,6 +77,28 @@ class Misuse:
 
     def after_close(self) -> None:
         self.tell("closed")
+
+    def extras(self, extra: dict, measured: frozenset) -> dict:
+        """The extra columns `record` can keep: numbers (a one-element tensor on an
+        accelerator stays a tensor, read with its chunk), keyed by names the monitor
+        does not measure.  Anything else is named once per key, never raised: a column
+        of the user's own must not stop their training."""
+        kept = {}
+        for key, value in extra.items():
+            if key in measured:
+                self._tell_extra("measured", key)
+                continue
+            number = extra_number(value)
+            if number is None:
+                self._tell_extra("not_a_number", key, type(value).__name__)
+                number = float("nan")
+            kept[key] = number
+        return kept
+
+    def _tell_extra(self, kind: str, key: str, what: str = "") -> None:
+        if (kind, key) not in self._told:
+            self._told.add((kind, key))
+            self._warn(_EXTRA_MESSAGES[kind].format(key=key, kind=what))
 
     def no_step(self, loss: Any, count: int, params: list[torch.Tensor]) -> None:
         """A record with no optimizer step since the previous one."""
@@ -87,6 +118,23 @@ class Misuse:
         if isinstance(loss, torch.Tensor):
             return isinstance(self._last, weakref.ref) and self._last() is loss
         return not isinstance(self._last, weakref.ref) and self._last == loss
+
+
+def extra_number(value: Any) -> float | torch.Tensor | None:
+    """An extra column's value as a float (a 0-d tensor where reading it now would wait
+    for an accelerator); None (NaN) passes; None when it is not a number."""
+    if value is None or isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float("nan") if value is None else value
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1 or value.is_complex():
+            return None
+        return value.detach().reshape(()) if read_later(value) else value.item()
+    if isinstance(value, (str, bytes, complex)):
+        return None
+    try:
+        return float(value)  # bool, numpy scalars and 0-d arrays, Decimal, Fraction
+    except (TypeError, ValueError):
+        return None
 
 
 def read_later(loss: torch.Tensor) -> bool:

@@ -160,6 +160,9 @@ class Monitor:
         self._off: set = set()  # instruments switched off after a failure
         self.stopped: dict[str, dict] = {}  # instrument -> step, reason, columns
         self._misuse = Misuse(warn)
+        # extras may not overwrite what the hooks measure; `lr` may be given (a rate the
+        # first param group does not hold), and wins over the one read at the step
+        self._measured = frozenset(self._table.columns) - {"lr"}
         self._closed = False
 
     def _hook_activations(self, model: nn.Module) -> None:
@@ -333,6 +336,8 @@ class Monitor:
             self._misuse.after_close()
             return
         loss_value = scalar_loss(loss)
+        if extra:
+            extra = self._misuse.extras(extra, self._measured)
         stepped, self._stepped = self._stepped, False
         if stepped and self._pending and self._count % self._interval:
             self._record_unobserved(loss, loss_value, extra)
