@@ -154,6 +154,51 @@ def test_a_failing_probe_function_stops_only_its_instrument(monkeypatch):
     assert h["input_absmax"].notna().all()
 
 
+def _run_sizes(sizes):
+    """The containment loop with the batch size of each step given (0: an empty batch)."""
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    losses = []
+    with fl.Monitor(model, opt) as mon:
+        for n in sizes:
+            x, y = torch.randn(n, 3, generator=g), torch.randint(0, 2, (n,), generator=g)
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y, reduction="sum") / max(n, 1)
+            loss.backward()
+            opt.step()
+            mon.record(loss)
+            losses.append(float(loss))
+    return mon, losses
+
+
+def test_an_empty_batch_leaves_its_own_row_nan_and_every_instrument_on():
+    sizes = [16] * 40
+    sizes[5] = 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mon, losses = _run_sizes(sizes)
+    assert not [w for w in caught if issubclass(w.category, MonitorWarning)]
+    h = mon.history
+    assert mon.stopped == {} and h["loss"].tolist() == losses
+    for column in ("batch_size", "output_std", "act_mean/sig"):
+        assert h.index[h[column].isna()].tolist() == [5], column
+
+
+def test_an_instrument_failing_on_a_later_shape_group_leaves_its_chunk_nan(monkeypatch):
+    """Steps of two batch sizes compute in two groups; the second fails: the first
+    group's values are dropped too, so the column is NaN from `nan_from` on, as the
+    warning says."""
+    monkeypatch.setattr(instruments.Inputs, "compute",
+                        _failing(instruments.Inputs.compute, 1))
+    with pytest.warns(MonitorWarning, match="NaN from step 0 on"):
+        mon, _ = _run_sizes([16, 12] * 10)
+        h = mon.history
+    assert mon.stopped["inputs"]["nan_from"] == 0
+    assert h["batch_size"].isna().all() and h["grad_norm"].notna().all()
+
+
 class Bag(nn.Module):
     """Sparse embedding bag: each sample is a few token ids, summed."""
 

@@ -209,6 +209,8 @@ class Inputs(Instrument):
         """Copy (or reduce) the input as the forward sees it (a loop may refill one
         input buffer in place every step); the evaluation-input instrument reuses it."""
         x = model_input(*seen)
+        if x is not None and x.numel() == 0:
+            return  # an empty batch (0 rows): nothing to read, its row stays NaN
         if x is not None:
             x = _reduced(x) if reduce_in_hook(x) else x.detach().clone()
             if self.current is not None:
@@ -349,6 +351,8 @@ class Outputs(Instrument):
             output = first_tensor(output)
             if output is None:
                 return
+        if output.numel() == 0:
+            return  # an empty batch: nothing to read
         self.current, self.scale = sample_rows(output.detach())
         if output.requires_grad:
             self.seen += 1
@@ -501,7 +505,7 @@ class Activations(Instrument):
     current = None  # the output (a tensor) or its sums (a `Reduced`)
 
     def see(self, output, unbatched: bool) -> None:
-        if not isinstance(output, torch.Tensor):
+        if not isinstance(output, torch.Tensor) or output.numel() == 0:
             return
         y = sample_units(output.unsqueeze(0) if unbatched else output)
         if y.numel() <= self.keep_entries or y.dim() < 2:

@@ -430,6 +430,7 @@ class Monitor:
                     values = instrument.compute([s.payloads.get(instrument) for s in chosen])
             except Exception as exc:  # noqa: BLE001
                 self._stop(instrument, exc)
+                self._table.blank(rows, instrument.columns)  # NaN from the chunk's start
                 return
             self._table.fill([rows[i] for i in group], chosen, values,
                              [partials[i] for i in group])

@@ -64,6 +64,13 @@ class Table:
                 if not skip and count == count:
                     row[self._nonfinite] += count
 
+    def blank(self, rows, columns) -> None:
+        """NaN in `columns` of `rows`: an instrument that failed part-way through a
+        chunk leaves none of its values there, as its warning says."""
+        for j in [self.index[c] for c in columns if c in self.index]:
+            for row in rows:
+                row[j] = _NAN
+
     def append(self, rows, steps, partials, keep_partials: bool) -> None:
         for row, step in zip(rows, steps):
             self.rows.append(self.set(row, step.extra))
