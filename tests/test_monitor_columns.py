@@ -455,6 +455,27 @@ def test_the_loss_weight_is_not_measured_where_the_gradient_is_not_a_softmax_ce(
     assert mon.history["output_backwards"].tolist() == [1] * 3
 
 
+def test_a_gradient_penalty_is_not_counted_as_a_backward_pass():
+    """autograd.grad of the loss with respect to the inputs (an input-gradient penalty)
+    passes a gradient through the output but adds nothing to `.grad`: one backward a
+    step, not two, or the step looks like undivided gradient accumulation."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with fl.Monitor(model, opt) as mon:
+        for _ in range(4):
+            x = torch.randn(10, 8).requires_grad_()
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), torch.randint(0, 3, (10,)))
+            gx, = torch.autograd.grad(loss, x, create_graph=True)
+            (loss + 0.1 * gx.pow(2).sum()).backward()
+            opt.step()
+            mon.record(loss)
+    h = mon.history
+    assert h["output_backwards"].tolist() == [1] * 4
+    assert np.allclose(h["loss_weight"], 1.0, atol=0.01)  # the backward's gradient kept
+
+
 def test_steps_taken_by_a_grad_scaler_are_left_out_of_the_step_loss_weight():
     """The scaler multiplies every gradient by its scale (2**16 at first)."""
     weight, _, step = _weighed(2, scaler=True)

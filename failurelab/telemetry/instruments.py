@@ -328,15 +328,24 @@ class Outputs(Instrument):
     is read on a sample of its rows, the same rows of its gradient (see `sample_rows`):
     its columns are computed some twenty times over, so every entry of a (16, 64, 2000)
     output made a small causal LM's step 2.7 times slower.  Its `loss_weight` is scaled
-    from the rows read to all of them; its other columns are those rows' own."""
+    from the rows read to all of them; its other columns are those rows' own.
+
+    Only a backward pass that reaches the parameters counts: `torch.autograd.grad` of
+    the loss with respect to the inputs (a gradient penalty, an adversarial example)
+    also carries a gradient through the output, but adds nothing to `.grad`."""
 
     name = "outputs"
     columns = ("output_std", "output_grad_zero_frac", "output_grad_min", "output_prob_frac",
                "output_logprob_frac", "output_nonfinite", "loss_weight", "output_backwards",
                "output_soft_target_frac", "output_ce", "output_ce_twice")
 
-    def __init__(self, report):
+    def __init__(self, report, params=()):
         self.report = report  # report(instrument, exc): the gradient hook runs in backward
+        # the gradient accumulators of the first and last trainable parameters: a
+        # backward that executes neither does not train (see `trains`)
+        with torch.enable_grad():
+            self.accumulators = [p.view_as(p).grad_fn.next_functions[0][0]
+                                 for p in params if p.requires_grad and p.is_leaf]
         self.current = self.grad = None
         self.backwards = 0  # gradients that reached an output since the last step
         self.seen = 0  # outputs seen so far: which one a gradient belongs to
@@ -368,9 +377,17 @@ class Outputs(Instrument):
         """Only the gradient of the latest output, the one `current` holds: a step that
         runs the model twice before one backward (two views, a batch of negatives)
         pairs its output with its own gradient, not with the other pass's."""
-        if seen == self.seen:
+        if seen == self.seen and self.trains():
             self.grad = sample_rows(grad)[0]
             self.backwards += 1
+
+    def trains(self) -> bool:
+        """Will the backward pass now running add to the parameters' `.grad`?"""
+        try:
+            return not self.accumulators or any(
+                torch._C._will_engine_execute_node(a) for a in self.accumulators)
+        except RuntimeError:  # autograd.grad with respect to parameters: not asked
+            return True
 
     def at_step(self) -> None:
         """The optimizer is stepping: close the count of backward passes it used."""

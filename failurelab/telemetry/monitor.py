@@ -130,7 +130,8 @@ class Monitor:
         self._handles.append(self._watch)
         self._inputs = None
         if "inputs" in groups:
-            self._inputs, self._outputs = ins.Inputs(), ins.Outputs(self._stop)
+            self._inputs, self._outputs = ins.Inputs(), ins.Outputs(
+                self._stop, {id(p): p for p in (self._params[0], self._params[-1])}.values())
             # unlike the other forward instruments it also reads the passes made without
             # a graph (evaluation): `_see_input` hands it every pass
             self._eval_inputs = EvalInputs()
