@@ -476,6 +476,37 @@ def test_a_gradient_penalty_is_not_counted_as_a_backward_pass():
     assert np.allclose(h["loss_weight"], 1.0, atol=0.01)  # the backward's gradient kept
 
 
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_activation_checkpointing_around_the_model_reads_each_batch_once(reentrant):
+    """checkpoint(model, x) recomputes the model's forward inside the backward pass (and
+    the reentrant form runs the first one without a graph): the same batch, not a second
+    micro-batch nor an evaluation.  Every column matches the plain loop's."""
+    from torch.utils.checkpoint import checkpoint
+
+    def run(checkpointed):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.Sigmoid(), nn.Linear(16, 16), nn.ReLU(),
+                              nn.Linear(16, 3))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(1)
+        with fl.Monitor(model, opt) as mon:
+            for _ in range(12):
+                x = torch.randn(10, 8, generator=g).requires_grad_(reentrant)
+                y = torch.randint(0, 3, (10,), generator=g)
+                opt.zero_grad()
+                out = checkpoint(model, x, use_reentrant=reentrant) if checkpointed else model(x)
+                loss = nn.functional.cross_entropy(out, y)
+                loss.backward()
+                opt.step()
+                mon.record(loss)
+        return mon.history
+
+    plain, checkpointed = run(False), run(True)
+    assert (checkpointed["batch_size"] == 10).all()
+    assert checkpointed["eval_input_shift"].isna().all()
+    pd.testing.assert_frame_equal(checkpointed, plain, rtol=1e-5)
+
+
 def test_steps_taken_by_a_grad_scaler_are_left_out_of_the_step_loss_weight():
     """The scaler multiplies every gradient by its scale (2**16 at first)."""
     weight, _, step = _weighed(2, scaler=True)

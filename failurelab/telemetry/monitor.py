@@ -154,6 +154,8 @@ class Monitor:
         self._sized_for = None  # the forward shapes the chunk length was last checked for
         self._stepped = False  # has the optimizer stepped since the last record?
         self._paused = False  # in a closure's re-evaluation: not observed (`_closure_step`)
+        self._forward_seen = False  # a training forward since the last optimizer step?
+        self._recomputing = False  # the model's forward is running again inside backward
         self._count = 0  # steps recorded so far
         self._lr = _NAN
         self._lowp = 0.0
@@ -206,6 +208,7 @@ class Monitor:
         return (args[0], observed, *args[2:]), kwargs
 
     def _observe_step(self, optimizer) -> None:
+        self._forward_seen = False
         if self._moded:
             self._mode = 1.0 if self._model.training else 0.0
         if self._unobserved():
@@ -260,6 +263,15 @@ class Monitor:
         `eval_input_shift` only."""
         if self._paused:
             return
+        # activation checkpointing around the model recomputes its forward inside the
+        # backward pass: the same batch again, not another micro-batch or an evaluation
+        in_backward = torch.is_grad_enabled() and torch._C._current_graph_task_id() != -1
+        self._recomputing = in_backward and self._forward_seen
+        if self._recomputing:
+            return
+        if in_backward and self._eval_inputs not in self._off:
+            self._eval_inputs.retract()  # reentrant: its first pass had no graph
+        self._forward_seen = torch.is_grad_enabled() or self._forward_seen
         self._guarded(self._inputs, (args, kwargs))
         # a training pass: the inputs instrument has just copied the batch
         copied = torch.is_grad_enabled() and self._inputs not in self._off
@@ -267,6 +279,9 @@ class Monitor:
                         self._inputs.current if copied else None)
 
     def _see_output(self, module, args, output) -> None:
+        if self._recomputing:
+            self._recomputing = False
+            return
         self._guarded(self._outputs, output)
 
     def _saw_backward(self, grad) -> None:
@@ -285,7 +300,7 @@ class Monitor:
     def _guarded(self, instrument: ins.Instrument, seen, *more) -> None:
         """Hand a forward tensor to an instrument; only forward passes that build a
         graph count."""
-        if torch.is_grad_enabled() and not self._paused:
+        if torch.is_grad_enabled() and not self._paused and not self._recomputing:
             self._contained(instrument, seen, *more)
 
     def _contained(self, instrument: ins.Instrument, *seen) -> None:

@@ -57,6 +57,7 @@ class EvalInputs(Instrument):
         self.batches: list[torch.Tensor] = []  # training inputs not yet reduced, copied
         self.train = None  # (3, F): sum, sum of squares, count over training inputs
         self.eval = None  # the same over evaluation inputs since the last record
+        self.last = None  # the sums of the latest evaluation pass (see `retract`)
         self.sample_shape = None  # the training samples' shape; others are not compared
 
     def see(self, module: torch.nn.Module, seen, copy=None) -> None:
@@ -79,8 +80,18 @@ class EvalInputs(Instrument):
             if large or len(self.batches) >= self.KEEP:
                 self._reduce()
         elif shape == self.sample_shape:
-            sums = _sums(x)
+            sums = self.last = _sums(x)
             self.eval = sums if self.eval is None else self.eval + sums
+
+    def retract(self) -> None:
+        """The latest pass read as an evaluation was not one: reentrant activation
+        checkpointing runs the model's forward without a graph, then again inside
+        the backward pass with one."""
+        if self.eval is not None and self.last is not None:
+            self.eval = self.eval - self.last
+            if not self.eval[2].any():  # no evaluation row left
+                self.eval = None
+        self.last = None
 
     def _reduce(self) -> None:
         """Fold the copied training batches into the running sums."""
@@ -95,7 +106,7 @@ class EvalInputs(Instrument):
 
     def take(self, unbatched: bool):
         """(training sums, evaluation sums) when this step evaluated; None otherwise."""
-        seen, self.eval = self.eval, None
+        seen, self.eval, self.last = self.eval, None, None
         if seen is None:
             return None
         self._reduce()
@@ -117,4 +128,4 @@ class EvalInputs(Instrument):
         return {"eval_input_shift": values}
 
     def forget(self) -> None:
-        self.batches, self.train, self.eval = [], None, None
+        self.batches, self.train, self.eval, self.last = [], None, None, None
