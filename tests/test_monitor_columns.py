@@ -507,6 +507,47 @@ def test_activation_checkpointing_around_the_model_reads_each_batch_once(reentra
     pd.testing.assert_frame_equal(checkpointed, plain, rtol=1e-5)
 
 
+class _MaskFirst(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(4, 3)
+
+    def forward(self, batch):
+        return self.net(batch["x"] * batch["mask"][:, None])
+
+
+class _TimeFirst(nn.Module):
+    """An ODE right-hand side, f(t, y): t is a 0-d time, y the batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(4, 3)
+
+    def forward(self, t, y):
+        return self.net(y) * (1 + t)
+
+
+@pytest.mark.parametrize("model, call", [
+    (_MaskFirst, lambda m, x: m({"mask": torch.ones(len(x), dtype=torch.bool), "x": x})),
+    (_TimeFirst, lambda m, x: m(torch.tensor(0.5), x)),
+])
+def test_the_input_batch_is_not_a_mask_or_a_scalar_given_first(model, call):
+    torch.manual_seed(0)
+    m = model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    xs = [torch.randn(10, 4) * 3 for _ in range(3)]
+    with fl.Monitor(m, opt) as mon:
+        for x in xs:
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(call(m, x), torch.zeros(10, dtype=torch.long))
+            loss.backward()
+            opt.step()
+            mon.record(loss)
+    h = mon.history
+    assert (h["batch_size"] == 10).all()
+    assert h["input_absmax"].tolist() == pytest.approx([float(x.abs().max()) for x in xs])
+
+
 def test_steps_taken_by_a_grad_scaler_are_left_out_of_the_step_loss_weight():
     """The scaler multiplies every gradient by its scale (2**16 at first)."""
     weight, _, step = _weighed(2, scaler=True)

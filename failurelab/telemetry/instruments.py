@@ -149,28 +149,31 @@ class Parameters(Instrument):
 
 
 def model_input(args: tuple, kwargs: dict) -> torch.Tensor | None:
-    """The model's input batch: its first tensor argument (positional first), looking
-    one level into an argument that holds tensors (a batch dict `{"x": ..., "mask":
-    ...}`, see `first_tensor`).  A `PackedSequence` is read padded, (batch, time, ...),
-    as the loop would have passed it unpacked: its packed rows are time steps, not
-    samples."""
-    if args and isinstance(args[0], torch.Tensor):
-        return args[0]
+    """The model's input batch: its first argument that holds a batch (positional
+    first), looking one level into an argument that holds tensors (a batch dict
+    `{"x": ..., "mask": ...}`, see `first_tensor`).  A 0-d tensor (the time `t` of an
+    ODE function `f(t, y)`) or a boolean mask is not the batch; a model given nothing
+    else is read on its first tensor.  A `PackedSequence` is read padded, (batch, time,
+    ...), as the loop would have passed it unpacked: its packed rows are time steps,
+    not samples."""
+    fallback = None
     for a in (*args, *kwargs.values()):
         if isinstance(a, PackedSequence):
             with torch.no_grad():
                 return pad_packed_sequence(a, batch_first=True)[0]
         x = first_tensor(a)
         if x is not None:
-            return x
-    return None
+            if _holds_batch(x):
+                return x
+            fallback = x if fallback is None else fallback
+    return fallback
 
 
 def first_tensor(value) -> torch.Tensor | None:
     """`value` if it is a tensor; else the first tensor with a batch dimension among its
     items, one level deep: a tuple or list (`(logits, hidden)`), a dict's values (a
     batch dict, or a HuggingFace `ModelOutput`, whose 0-d loss comes before the
-    logits), a dataclass's fields."""
+    logits), a dataclass's fields.  A boolean tensor (a mask) is passed over."""
     if isinstance(value, torch.Tensor):
         return value
     if isinstance(value, Mapping):
@@ -181,7 +184,11 @@ def first_tensor(value) -> torch.Tensor | None:
         items = (getattr(value, f.name) for f in dataclasses.fields(value))
     else:
         return None
-    return next((t for t in items if isinstance(t, torch.Tensor) and t.dim() > 0), None)
+    return next((t for t in items if isinstance(t, torch.Tensor) and _holds_batch(t)), None)
+
+
+def _holds_batch(t: torch.Tensor) -> bool:
+    return t.dim() > 0 and t.dtype != torch.bool
 
 
 class Inputs(Instrument):
