@@ -237,3 +237,45 @@ def test_an_extra_cannot_overwrite_a_measured_column():
     h = mon.history
     assert h["step"].tolist() == [0, 1, 2]
     assert h["grad_norm"].iloc[-1] == pytest.approx(measured, rel=1e-6)
+
+
+@pytest.mark.parametrize("change", ["unfreeze", "replace"])
+def test_trainable_parameters_changed_after_the_monitor_was_made_are_named_once(change):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    if change == "unfreeze":
+        model[0].requires_grad_(False)
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    with warnings.catch_warnings(record=True) as caught, fl.Monitor(model, opt) as mon:
+        warnings.simplefilter("always")
+        for step in range(70):
+            if step == 10 and change == "unfreeze":
+                model[0].requires_grad_(True)
+                opt.add_param_group({"params": list(model[0].parameters())})
+            if step == 10 and change == "replace":
+                model[2] = nn.Linear(8, 2)
+                opt.param_groups[0]["params"] = list(model.parameters())
+            opt.zero_grad()
+            loss = _backward(model, step)
+            opt.step()
+            mon.record(loss)
+    told = _ours(caught)
+    assert len(told) == 1 and "trainable parameters changed" in told[0]
+    assert ("2 new or unfrozen, 0 no longer" if change == "unfreeze"
+            else "2 new or unfrozen, 2 no longer") in told[0]
+
+
+def test_freezing_part_of_the_model_later_is_not_a_change_to_name():
+    """Progressive freezing is a technique: the frozen tensors' gradients are simply
+    absent, and the monitor's columns still cover every tensor it watches."""
+    model, opt = _setup()
+    with warnings.catch_warnings(record=True) as caught, fl.Monitor(model, opt) as mon:
+        warnings.simplefilter("always")
+        for step in range(40):
+            if step == 10:
+                model[0].requires_grad_(False)
+            opt.zero_grad()
+            loss = _backward(model, step)
+            opt.step()
+            mon.record(loss)
+    assert _ours(caught) == [] and len(mon.history) == 40

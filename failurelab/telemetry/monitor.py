@@ -167,6 +167,7 @@ class Monitor:
         # first param group does not hold), and wins over the one read at the step
         self._measured = frozenset(self._table.columns) - {"lr"}
         self._closed = False
+        self._parameters_told = False  # warned that the trainable parameters changed
 
     def _hook_activations(self, model: nn.Module) -> None:
         for name, module in model.named_modules():
@@ -426,6 +427,7 @@ class Monitor:
         steps, self._pending = self._pending, []
         if not steps:
             return
+        self._check_parameters()
         _read_losses(steps)
         rows, partials = self._table.new_rows(steps)
         self._compute(self._parameters, steps, [range(len(steps))], rows, partials)
@@ -433,6 +435,25 @@ class Monitor:
             self._compute(instrument, steps, _stacking(steps, instrument, position), rows,
                           partials)
         self._table.append(rows, steps, partials, keep_partials=self._world > 1)
+
+    def _check_parameters(self) -> None:
+        """Once per chunk: are the model's trainable parameters still the ones the
+        monitor was made with?  A layer replaced, or one unfrozen and added with
+        `add_param_group`, leaves the gradient and weight columns covering the old set,
+        so the change is named (once) rather than recorded as physics."""
+        if self._parameters_told:
+            return
+        present = {id(p): p.requires_grad for p in self._model.parameters()}
+        watched = {id(p) for p in self._params}
+        added = sum(1 for i, trains in present.items() if trains and i not in watched)
+        gone = sum(1 for i in watched if i not in present)
+        if added or gone:
+            self._parameters_told = True
+            warn(f"the model's trainable parameters changed after the monitor was made "
+                 f"(by step {self._count}: {added} new or unfrozen, {gone} no longer in the "
+                 f"model: a layer replaced or unfrozen?); the gradient and weight columns "
+                 f"still cover the {len(watched)} it was made with. Make a new Monitor "
+                 f"after changing the model (close() the old one)")
 
     def _compute(self, instrument: ins.Instrument, steps: list[_Step], groups: list,
                  rows: list, partials: list) -> None:
