@@ -548,6 +548,35 @@ def test_the_input_batch_is_not_a_mask_or_a_scalar_given_first(model, call):
     assert h["input_absmax"].tolist() == pytest.approx([float(x.abs().max()) for x in xs])
 
 
+@pytest.mark.parametrize("preset", ["full", "economy"])
+def test_complex_parameters_are_measured_whole(preset):
+    """A complex tensor's norm counts both parts (its real view), and copying it raises
+    no warning inside `optimizer.step()`."""
+    torch.manual_seed(0)
+    model = nn.Module()
+    model.w = nn.Parameter(torch.randn(8, 4, dtype=torch.cfloat) * 0.3)
+    model.b = nn.Parameter(torch.zeros(4))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(1)
+    grads, weights = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with fl.Monitor(model, opt, preset=preset) as mon:
+            for _ in range(3):
+                x = torch.randn(10, 8, dtype=torch.cfloat, generator=g)
+                opt.zero_grad()
+                loss = (x @ model.w + model.b).abs().pow(2).mean()
+                loss.backward()
+                grads.append(float(torch.nn.utils.get_total_norm([model.w.grad, model.b.grad])))
+                opt.step()
+                mon.record(loss)
+                weights.append(float(torch.cat([model.w.detach().abs().reshape(-1),
+                                                model.b.detach()]).norm()))
+    h = mon.history.dropna(subset=["grad_norm"])
+    assert h["grad_norm"].tolist() == pytest.approx([grads[i] for i in h.index], rel=1e-5)
+    assert h["weight_norm"].tolist() == pytest.approx([weights[i] for i in h.index], rel=1e-5)
+
+
 def test_steps_taken_by_a_grad_scaler_are_left_out_of_the_step_loss_weight():
     """The scaler multiplies every gradient by its scale (2**16 at first)."""
     weight, _, step = _weighed(2, scaler=True)

@@ -69,9 +69,14 @@ class Parameters(Instrument):
 
     def __init__(self, params, names, chunk: int, per_layer: bool, interval: int):
         self.params, self.names, self.interval = params, names, interval
-        numels = [p.numel() for p in params]
+        # a complex tensor is copied as its real view, (..., 2): the same norms, dot
+        # products and zeros, in buffers of real numbers
+        self.complex = [i for i, p in enumerate(params) if p.is_complex()]
+        self.weights = list(params)
+        self._refresh()
+        numels = [w.numel() for w in self.weights]
         self.sizes = numels if per_layer else [sum(numels)]
-        self.buffers = (ChainBuffers if interval == 1 else SampleBuffers)(params, chunk)
+        self.buffers = (ChainBuffers if interval == 1 else SampleBuffers)(self.weights, chunk)
         self.chunk, self.filled, self.sparse = chunk, 0, False
         self.absent: dict[int, float] = {}  # slot -> entries a sparse gradient leaves out
         self.per_layer = per_layer
@@ -83,9 +88,19 @@ class Parameters(Instrument):
                                    ("grad_norm", "weight_norm", "update_ratio") for n in names)
         self.columns = self.computed + ("_grad_nonfinite",)
 
+    def _refresh(self) -> None:
+        """The complex parameters' real views, made again (a `.data` swap replaces
+        their storage); nothing to do for a real model."""
+        for i in self.complex:
+            self.weights[i] = torch.view_as_real(self.params[i].detach())
+
     def grads(self, slot: int | None = None) -> list[torch.Tensor]:
         """Current gradients as dense tensors (zeros where there is none)."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+        if self.complex:
+            self._refresh()
+            for i in self.complex:
+                grads[i] = torch.view_as_real(grads[i])
         if self.sparse:
             dense, absent = probes.densify(grads)
             if slot is not None:
@@ -126,6 +141,7 @@ class Parameters(Instrument):
         self.filled = 0
         if not k:
             return {}
+        self._refresh()
         with torch.no_grad():
             values = self.buffers.columns(k, self.sizes, self.per_layer).tolist()
             broken = {slot: probes.broken_entries(self.buffers.step_grads(slot))
