@@ -279,3 +279,31 @@ def test_freezing_part_of_the_model_later_is_not_a_change_to_name():
             opt.step()
             mon.record(loss)
     assert _ours(caught) == [] and len(mon.history) == 40
+
+
+def test_a_second_monitor_on_a_model_whose_first_is_open_is_named():
+    model, opt = _setup()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = fl.Monitor(model, opt)
+        second = fl.Monitor(model, opt)  # a notebook cell run twice
+        second.close()
+        first.close()
+        fl.Monitor(model, opt).close()  # after close(): nothing to say
+    told = _ours(caught)
+    assert len(told) == 1 and "already has a Monitor that was not closed" in told[0]
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_a_torchscript_model_gets_a_clear_error_under_full_and_works_under_economy():
+    model, opt = _setup()
+    scripted = torch.jit.script(model)
+    with pytest.raises(TypeError, match="TorchScript module takes no forward hooks"):
+        fl.Monitor(scripted, opt)
+    with fl.Monitor(scripted, opt, preset="economy") as mon:
+        for step in range(11):
+            opt.zero_grad()
+            loss = _backward(scripted, step)
+            opt.step()
+            mon.record(loss)
+    assert mon.history["grad_norm"].notna().sum() == 2  # steps 0 and 10

@@ -40,7 +40,8 @@ def warn(message: str) -> None:
 _MESSAGES = {
     "before": "record() was called before any optimizer.step(), with finite gradients: "
               "call it after optimizer.step(); this row is marked step_skipped=1 and has "
-              "no update",
+              "no update (a loop that calls record() before step() every iteration pairs "
+              "each loss with the previous step's update on every later row)",
     "twice": "record() was called twice for one optimizer step (the same loss again): the "
              "second row is marked step_skipped=1 and has no update; call record() once "
              "per step",

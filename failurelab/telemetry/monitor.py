@@ -31,6 +31,7 @@ with one warning (`Monitor.stopped` says which, when and why) and the others go 
 from __future__ import annotations
 
 import functools
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +100,10 @@ class Monitor:
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"optimizer must be a torch.optim.Optimizer, "
                             f"got {type(optimizer).__name__}")
+        if isinstance(model, torch.jit.ScriptModule) and preset != "economy":
+            raise TypeError("a TorchScript module takes no forward hooks: give the Monitor the "
+                            "nn.Module before torch.jit.script (the scripted one shares its "
+                            "parameters), or use preset='economy', which needs none")
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         if not named:
             raise ValueError("the model has no trainable parameters to monitor")
@@ -168,6 +173,11 @@ class Monitor:
         self._measured = frozenset(self._table.columns) - {"lr"}
         self._closed = False
         self._parameters_told = False  # warned that the trainable parameters changed
+        earlier = _ATTACHED.get(model)
+        if earlier is not None and earlier() is not None and not earlier()._closed:
+            warn("this model already has a Monitor that was not closed (a re-run cell?): its "
+                 "hooks still run and cost time; close() it, or use `with Monitor(...)`")
+        _ATTACHED[model] = weakref.ref(self)
 
     def _hook_activations(self, model: nn.Module) -> None:
         for name, module in model.named_modules():
@@ -522,6 +532,8 @@ class Monitor:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        if self._model in _ATTACHED and _ATTACHED[self._model]() is self:
+            del _ATTACHED[self._model]
         for instrument in self._hooked:
             instrument.forget()
         self._closed = True
@@ -570,6 +582,7 @@ def _nothing(*args) -> None:
 
 
 _ABSENT = object()  # a step that has no payload of an instrument
+_ATTACHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its monitor
 
 
 def _stacking(steps: list[_Step], instrument: ins.Instrument, position: int) -> list:
