@@ -24,7 +24,6 @@ def test_a_healthy_run_of_every_zoo_family_is_called_healthy(family):
 @pytest.mark.parametrize("family, optimizer, fault, severity", [
     ("gru", "adam", "frozen_params", "requires_grad"),
     ("cnn_bn", "sgd", "detached_graph", 1.0),
-    ("resmlp", "momentum", "stale_optimizer", "rebuilt"),
 ])
 def test_a_failure_outside_the_catalogue_gets_no_confident_name(family, optimizer, fault,
                                                                   severity):

@@ -18,6 +18,7 @@ OUTPUTS = ("logits", "softmax")
 LOG_SOFTMAX = ("fused", "by_hand")
 LOADERS = ("batched", "per_sample")
 ZERO_GRAD_AT = ("before_backward", "before_step")
+OPTIMIZE = ("all", "head")
 REDUCTIONS = ("mean", "sum")
 
 
@@ -56,6 +57,8 @@ class Recipe:
 
     # --- optimisation ---------------------------------------------------------------
     optimizer: str = "sgd"  # "sgd" (with momentum) or "adam"
+    optimize: str = "all"  # the parameters given to the optimizer: "all", or "head" only
+    freeze_body: bool = False  # requires_grad=False on every layer but the head (tabular)
     lr: float = 0.1  # learning rate
     momentum: float = 0.9  # SGD momentum (ignored by Adam)
     weight_decay: float = 0.0  # L2 penalty applied by the optimizer
@@ -100,7 +103,8 @@ _SEQUENCE = dict(task="sequence", n_train=2000, n_val=500, hidden=32, dropout=0.
 _TASK_ONLY = {
     "tabular": {"normalize_inputs": True, "nan_rows": 0, "impute_missing": False,
                 "sigmoid_gain": 1.0, "relu_bias": 0.0, "dropout": 0.0, "depth": 0,
-                "residual_scale": 1.0, "leak_label": False, "normalize_val": True},
+                "residual_scale": 1.0, "leak_label": False, "normalize_val": True,
+                "optimize": "all", "freeze_body": False},
     "sequence": {"mask_padding": True, "mask_inverted": False},
 }
 
@@ -243,6 +247,7 @@ def _problems(r: Recipe):
         _choice("log_softmax", r.log_softmax, LOG_SOFTMAX),
         _choice("loader", r.loader, LOADERS),
         _choice("zero_grad_at", r.zero_grad_at, ZERO_GRAD_AT),
+        _choice("optimize", r.optimize, OPTIMIZE),
         _choice("loss_reduction", r.loss_reduction, REDUCTIONS),
         _number("lr_decay_every", r.lr_decay_every, 0, 1_000_000, integer=True),
         _number("scaler_growth_interval", r.scaler_growth_interval, 1, 1_000_000,
@@ -274,7 +279,7 @@ def _problems(r: Recipe):
     for name in ("normalize_inputs", "impute_missing", "shuffle", "mask_padding",
                  "mask_inverted", "zero_grad", "balanced_sampling", "loss_scaling", "eval_mode",
                  "leak_label", "negate_loss", "divide_accumulated", "normalize_val",
-                 "unscale_before_clip", "restore_train_mode"):
+                 "unscale_before_clip", "restore_train_mode", "freeze_body"):
         value = getattr(r, name)
         if not isinstance(value, bool):
             checks.append(f"{name} must be True or False, got {value!r}")

@@ -586,5 +586,63 @@ ACCUMULATION_NOT_DIVIDED = Fault(
        verdict_zh="把微批次数从学习率里除掉，运行就好了：这一步加了那么多个平均值"),
 )
 
+PARAMS_NOT_IN_OPTIMIZER = Fault(
+    name="params_not_in_optimizer",
+    title="Parameters left out of the optimizer",
+    family="implementation", task="tabular", shape="plateau", phenomenon=None,
+    other_shapes=("healthy",),  # the rest of a model often still fits (46 of 80 zoo runs)
+    symptom="The loss falls for a few steps, then stalls far above the baseline's, and "
+            "validation accuracy stops well short of it. Every layer but the last gets "
+            "gradients at each step and never moves: its weights are the ones it was "
+            "initialised with.",
+    cause="The optimizer was given only the head's parameters (a line copied from a "
+          "fine-tuning example; or an optimizer made before the model was re-created, "
+          "or before a layer was added). backward() still fills .grad for the whole "
+          "model, but step() updates only what the optimizer holds: the head learns a "
+          "linear read-out of random features.",
+    experiment="Freeze the body instead (requires_grad=False on every layer but the "
+               "head): the loss curve is the faulty run's, step for step, so the body's "
+               "gradients never changed anything: they were computed and thrown away.",
+    fix="Give the optimizer model.parameters() (or check that the set of parameters "
+        "with requires_grad equals the set in optimizer.param_groups), and make it after "
+        "the model is final.",
+    zh=Chinese(
+        title="有参数没有交给优化器",
+        symptom="损失下降几步之后就停滞在远高于基线的水平，验证准确率也远没达到基线。除最后一层外，"
+                "每一层每一步都得到梯度却从不移动：它们的权重还是初始化时的样子。",
+        cause="优化器只拿到了输出头的参数（从微调示例里抄来的一行；或者优化器建在模型被重新创建之前、"
+              "或加上某一层之前）。backward() 仍然为整个模型填好 .grad，但 step() 只更新优化器持有的"
+              "参数：输出头学到的是随机特征的一个线性读出。",
+        experiment="改为冻结主体（除输出头外每层都设 requires_grad=False）：损失曲线与故障运行逐步相同，"
+                   "所以主体的梯度从未改变任何东西：它们算出来就被丢掉了。",
+        fix="把 model.parameters() 交给优化器（或检查 requires_grad 的参数集合等于 "
+            "optimizer.param_groups 中的集合），并在模型定型之后再创建优化器。"),
+    edit=(Set("optimize", "head"),),
+    repair=(Set("optimize", "all"),),
+    probe=(Set("freeze_body", True),),
+    signature=Signature((
+        C("unoptimized_max", True, 0.5, "parameters outside the optimizer",
+          "a parameter tensor that receives a gradient and sits in no param group never "
+          "changes, whatever its gradient says; every healthy loop has none (a count: "
+          "one is already a layer that does not train)", log=False, unit=1.0,
+          label_zh="不在优化器中的参数",
+          why_zh="得到梯度却不在任何参数组里的参数张量永远不会变化，不管它的梯度说什么；每个健康的循环"
+                 "一个也没有（这是个计数：一个就已经是一层不训练）"),
+    ), "parameters get gradients the optimizer never applies - does the optimizer hold "
+       "model.parameters()?",
+       verdict_zh="参数得到了梯度，但优化器从不使用：优化器拿到的是 model.parameters() 吗？"),
+    outcome=Signature((
+        C("unoptimized_max", False, 0.5, "parameters outside the optimizer",
+          "a frozen body takes no gradient, so nothing sits outside the optimizer",
+          log=False, unit=1.0, label_zh="不在优化器中的参数",
+          why_zh="冻结的主体不计算梯度，所以没有参数落在优化器之外"),
+        C("frozen_share", True, 0.5, "share of the weights frozen",
+          "the body, most of the weights, is frozen: the run the faulty one matches",
+          log=False, unit=0.1, label_zh="被冻结的权重比例",
+          why_zh="主体（大部分权重）被冻结：与故障运行一致的就是这样一次运行"),
+    ), "with the body frozen the run is the faulty one: the body never trained",
+       verdict_zh="冻结主体后的运行就是故障运行：主体从未训练"),
+)
+
 FAULTS = (NO_ZERO_GRAD, ZERO_GRAD_MISPLACED, WRONG_LOSS, BAD_PADDING_MASK, INVERTED_PADDING_MASK, SUMMED_LOSS,
-          NEGATED_LOSS, ACCUMULATION_NOT_DIVIDED)
+          NEGATED_LOSS, ACCUMULATION_NOT_DIVIDED, PARAMS_NOT_IN_OPTIMIZER)

@@ -724,10 +724,14 @@ def dropout_rate(h):
 def eval_mode_share(h):
     """Share of the optimizer steps taken with the model in eval mode (`train_mode` 0):
     dropout off and BatchNorm normalising with its running statistics, a model other
-    than the one written.  Exactly 0 in a loop that trains in training mode; NaN for a
-    model with no layer that depends on the mode."""
+    than the one written.  Exactly 0 in a loop that trains in training mode, and for a
+    model that no layer makes compute differently in eval mode (the column is NaN
+    there: no step can be taken in a mode that matters); NaN for a history that does
+    not record the column."""
+    if "train_mode" not in h:
+        return NAN
     mode = _values(h, "train_mode")
-    return NAN if mode is None else float((mode == 0).mean())
+    return 0.0 if mode is None else float((mode == 0).mean())
 
 
 def label_purity_median(h):

@@ -46,12 +46,16 @@ def build(recipe: Recipe, seed: int = 0) -> Parts:
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = make_model(recipe)
+    if recipe.freeze_body:
+        for name, p in model.named_parameters():
+            p.requires_grad_(name.startswith("head."))
+    # "head": the optimizer of a fine-tuning snippet, the rest of the model left out
+    optimized = model.head.parameters() if recipe.optimize == "head" else model.parameters()
     if recipe.optimizer == "sgd":
-        optimizer = torch.optim.SGD(model.parameters(), lr=recipe.lr, momentum=recipe.momentum,
+        optimizer = torch.optim.SGD(optimized, lr=recipe.lr, momentum=recipe.momentum,
                                     weight_decay=recipe.weight_decay)
     else:
-        optimizer = torch.optim.Adam(model.parameters(), lr=recipe.lr,
-                                     weight_decay=recipe.weight_decay)
+        optimizer = torch.optim.Adam(optimized, lr=recipe.lr, weight_decay=recipe.weight_decay)
     per_sample = recipe.loader == "per_sample"
     if per_sample:
         dataset = data.PerSampleData(prepared.X_train, prepared.y_train, prepared.mean,

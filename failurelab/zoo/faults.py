@@ -44,10 +44,11 @@ EXPECTED_CAUSE = {
     # its own variance), NaN within 1-3 steps: an initialisation-scale fault, fixed by
     # scaling the branches by 1/sqrt(2 depth) or normalising (Fixup), not by clipping
     "deep_unscaled_residual": "bad_init",
-    "frozen_params": None,
+    "frozen_params": None,  # a deliberate freeze: no fault to name
+    "params_not_in_optimizer": "params_not_in_optimizer",
     "detached_graph": None,
     "unsafe_log_loss": None,
-    "stale_optimizer": None,
+    "stale_optimizer": "params_not_in_optimizer",  # none of the model's are in it
     "broadcast_mse": None,
     "fp16_adam_eps": None,
     "accumulation_not_divided": "accumulation_not_divided",
@@ -127,8 +128,12 @@ _FAULTS = (
              "blocks deep without LayerNorm or branch scaling, He-initialised, at the "
              "4-block stack's rate", also=(("normalized", False),),
              needs=frozenset({RESIDUAL}), optimizers=_SGD),
-    ZooFault("frozen_params", None, "frozen", ("requires_grad", "optimizer"),
-             "all but the head frozen: requires_grad=False, or left out of the optimizer"),
+    ZooFault("frozen_params", None, "frozen", ("requires_grad",),
+             "all but the head frozen on purpose: requires_grad=False (one form: its "
+             "optimizer form is params_not_in_optimizer)"),
+    ZooFault("params_not_in_optimizer", None, "frozen", ("optimizer", "first_layer"),
+             "the optimizer given the head's parameters only (a line from a fine-tuning "
+             "example), or param groups listed by hand that leave out the first layer"),
     ZooFault("detached_graph", None, "cut", (0.5, 1.0), "an accidental .detach() halfway "
              "through the body / right before the head",
              skip=(("gru", 0.5),)),  # a one-layer body: halfway is its input

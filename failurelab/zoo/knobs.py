@@ -31,7 +31,8 @@ class Knobs:
     # --- optimizer and loss (zoo/parts.py) ---
     lr_factor: float = 1.0  # learning rate = family's healthy rate x this
     decay_per_step: float = 0.0  # weight decay set so that lr x decay = this
-    frozen: str = ""  # "requires_grad": all but the head frozen; "optimizer": head only
+    frozen: str = ""  # "requires_grad": all but the head frozen; "optimizer": head only in
+    #                   the optimizer; "first_layer": all but the first two tensors in it
     stale_optimizer: str = ""  # "rebuilt" | "deepcopy": the optimizer holds another model's
     fp16: str = ""  # "half": model.half() and half inputs; "autocast": float16 autocast;
     #                 neither with a GradScaler

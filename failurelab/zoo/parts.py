@@ -109,6 +109,8 @@ def _optimized(model: nn.Module, family: Family, name: str, lr: float, k: Knobs)
             p.requires_grad_(False)
     elif k.frozen == "optimizer":
         params = model.head.parameters()  # the body is never handed to the optimizer
+    elif k.frozen == "first_layer":
+        params = list(model.parameters())[2:]  # the first layer's weight and bias left out
     decay = k.decay_per_step / lr if k.decay_per_step else (ADAMW_DECAY if name == "adamw" else 0)
     optimizer = make_optimizer(name, params, lr, decay)
     if k.stale_optimizer == "rebuilt":
