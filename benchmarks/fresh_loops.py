@@ -417,6 +417,8 @@ def applies(loop: str, plant: str) -> str | None:
             return "label smoothing is not the plain CE the hand-written formula replaces"
     if plant.startswith("amp") and not FP16_OK.get(loop, True):
         return "CPU float16 has no GRU"
+    if plant == "train_mode_not_restored":
+        return "no dropout or BatchNorm: eval mode computes the same"
     return None
 
 
@@ -468,6 +470,10 @@ def planted(loop: Loop, p, g):
     if p.softmax:
         loop.model = (loop.softmax_wrap or (lambda m: nn.Sequential(m, nn.Softmax(dim=-1))))(
             loop.model)
+    if p.optimize == "last_layer":  # as held_out_loops: the body left out of the groups
+        last = {id(t) for t in list(loop.model.parameters())[-2:]}
+        for group in loop.optimizer.param_groups:
+            group["params"] = [t for t in group["params"] if id(t) in last]
     if p.init != 1.0:
         with torch.no_grad():
             for w in loop.model.parameters():

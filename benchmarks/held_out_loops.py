@@ -26,7 +26,10 @@ same with a GradScaler) was looked at on seeds 0-4, which gave the fault its sec
 route, and first measured on seeds 5-9 after it.  The plants of log(softmax) score
 runs where nothing went wrong as misses: a latent bug that never reached a 17-unit logit
 gap leaves a healthy run, which the diagnosis rightly calls healthy (or, without a
-scaler, fp16_no_scaling).
+scaler, fp16_no_scaling).  `train_mode_not_restored` (validation every 20 steps in eval
+mode, model.train() called once before the loop; the two loops with dropout or
+BatchNorm) and `last_layer_optimized` (param groups that keep only the last two tensors)
+were added after those faults had their signatures, and first measured on seeds 21-22.
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ class Planted:
     softmax: bool = False  # nn.Softmax at the end of a model trained with cross-entropy
     init: float = 1.0  # factor on every weight matrix at initialisation
     loss: str = "mean"  # mean | sum | negated | log_of_softmax (NLL of log(softmax), by hand)
+    train_mode: str = "each_step"  # "once": model.train() before the loop only, and a
+    #                                 validation with model.eval() every 20 steps
+    optimize: str = "all"  # "last_layer": the optimizer's groups keep the last two tensors
     amp: str = ""  # "": float32 | "unscaled": float16 autocast, a GradScaler, the gradient
     #                norm clipped to 1 after unscale_() | "scaled": clipped before it |
     #                "autocast": float16 autocast alone | "scaler": with a GradScaler, no clip
@@ -82,6 +88,8 @@ PLANTS = {
     "log_softmax_fp16": (Planted(amp="autocast", loss="log_of_softmax"), "log_softmax_by_hand"),
     "log_softmax_fp16_scaler": (Planted(amp="scaler", loss="log_of_softmax"),
                                 "log_softmax_by_hand"),
+    "train_mode_not_restored": (Planted(train_mode="once"), "train_mode_not_restored"),
+    "last_layer_optimized": (Planted(optimize="last_layer"), "params_not_in_optimizer"),
 }
 
 
@@ -274,6 +282,9 @@ NEEDS = {"softmax_into_ce": lambda loop, target: target == "classes" and loop !=
          "log_softmax_fp16": lambda loop, target: target == "classes" and loop not in (
              "nll_log_softmax", "label_smoothing", "lstm")}
 NEEDS["log_softmax_fp16_scaler"] = NEEDS["log_softmax_fp16"]
+# eval mode changes only a model with dropout or BatchNorm; a frozen body is no fault
+NEEDS["train_mode_not_restored"] = lambda loop, target: loop in ("deep_batchnorm", "dropout")
+NEEDS["last_layer_optimized"] = lambda loop, target: loop != "frozen_body"
 
 
 def _planted(loop: Loop, p: Planted, train, val, g: torch.Generator):
@@ -293,6 +304,10 @@ def _planted(loop: Loop, p: Planted, train, val, g: torch.Generator):
         X[torch.randperm(len(X), generator=g)[:len(X) // 50], 0] = float("nan")
     if p.softmax:
         loop.model = nn.Sequential(loop.model, nn.Softmax(dim=1))
+    if p.optimize == "last_layer":  # param groups listed by hand, the body forgotten
+        last = {id(t) for t in list(loop.model.parameters())[-2:]}
+        for group in loop.optimizer.param_groups:
+            group["params"] = [t for t in group["params"] if id(t) in last]
     if p.init != 1.0:
         with torch.no_grad():
             for w in loop.model.parameters():
@@ -316,12 +331,15 @@ def run(name: str, plant: str, seed: int):
     order_g = torch.Generator().manual_seed(seed + 1)
     per_epoch = len(X) // loop.batch
     scaler = torch.amp.GradScaler("cpu") if p.amp in ("scaled", "unscaled", "scaler") else None
+    validate = loop.validate or p.train_mode == "once"
+    model.train()
     with fl.Monitor(model, opt) as mon:
         for step in range(loop.steps):
             if step % per_epoch == 0:
                 order = torch.randperm(len(X), generator=order_g)
             rows = order[(step % per_epoch) * loop.batch:(step % per_epoch + 1) * loop.batch]
-            model.train()
+            if p.train_mode == "each_step":
+                model.train()
             if p.zero_grad == "each_step":
                 opt.zero_grad()
             with torch.autocast("cpu", dtype=torch.float16, enabled=bool(p.amp)):
@@ -347,7 +365,7 @@ def run(name: str, plant: str, seed: int):
             if loop.schedule is not None:
                 loop.schedule.step()
             extra = {}
-            if loop.validate and (step % 20 == 0 or step == loop.steps - 1):
+            if validate and (step % 20 == 0 or step == loop.steps - 1):
                 model.eval()
                 with torch.no_grad():
                     extra["val_loss"] = float(loop.loss_fn(model(val[0]), val[1]))
