@@ -6,7 +6,8 @@ step.  Everything else comes from hooks it adds, and removes on `close()`:
 * an optimizer *step pre-hook* copies the weights and the gradients exactly as the
   optimizer is about to use them: after a GradScaler unscaled them, after clipping,
   accumulated when `zero_grad` was forgotten, and before a loop that zeroes them right
-  after `step()` can erase them;
+  after `step()` can erase them; it also reads whether the model is in training mode
+  (`train_mode`: 0 after a validation that never called `model.train()` again);
 * a forward pre-hook on the model sees the input batch, a forward hook the output,
   and a hook on the output tensor sees the gradient arriving there (float16 flushes
   tiny values to 0);
