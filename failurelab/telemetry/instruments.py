@@ -366,9 +366,7 @@ class Outputs(Instrument):
         self.report = report  # report(instrument, exc): the gradient hook runs in backward
         # the gradient accumulators of the first and last trainable parameters: a
         # backward that executes neither does not train (see `trains`)
-        with torch.enable_grad():
-            self.accumulators = [p.view_as(p).grad_fn.next_functions[0][0]
-                                 for p in params if p.requires_grad and p.is_leaf]
+        self.accumulators = _accumulators(params)
         self.current = self.grad = None
         self.backwards = 0  # gradients that reached an output since the last step
         self.seen = 0  # outputs seen so far: which one a gradient belongs to
@@ -409,8 +407,8 @@ class Outputs(Instrument):
         try:
             return not self.accumulators or any(
                 torch._C._will_engine_execute_node(a) for a in self.accumulators)
-        except RuntimeError:  # autograd.grad with respect to parameters: not asked
-            return True
+        except (RuntimeError, AttributeError):  # autograd.grad with respect to
+            return True  # parameters, or a torch without the query: count it, as before
 
     def at_step(self) -> None:
         """The optimizer is stepping: close the count of backward passes it used."""
@@ -473,6 +471,17 @@ class Outputs(Instrument):
     def forget(self) -> None:
         self.current = self.grad = self.stepped = None
         self.backwards = 0
+
+
+def _accumulators(params) -> list:
+    """The autograd nodes that add each parameter's gradient to its `.grad` (none where
+    a tensor subclass or an older torch does not expose them: every pass then counts)."""
+    try:
+        with torch.enable_grad():
+            return [p.view_as(p).grad_fn.next_functions[0][0]
+                    for p in params if p.requires_grad and p.is_leaf]
+    except (RuntimeError, AttributeError, IndexError, TypeError):
+        return []
 
 
 def sample_rows(t: torch.Tensor) -> tuple[torch.Tensor, float]:

@@ -134,7 +134,7 @@ def extra_number(value: Any) -> float | torch.Tensor | None:
         return None
     try:
         return float(value)  # bool, numpy scalars and 0-d arrays, Decimal, Fraction
-    except (TypeError, ValueError):
+    except Exception:  # noqa: BLE001 - whatever a user's object raises, it is no number
         return None
 
 

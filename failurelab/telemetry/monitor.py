@@ -277,12 +277,15 @@ class Monitor:
             return
         # activation checkpointing around the model recomputes its forward inside the
         # backward pass: the same batch again, not another micro-batch or an evaluation
-        in_backward = torch.is_grad_enabled() and torch._C._current_graph_task_id() != -1
+        in_backward = torch.is_grad_enabled() and _in_backward()
         self._recomputing = in_backward and self._forward_seen
         if self._recomputing:
             return
         if in_backward and self._eval_inputs not in self._off:
-            self._eval_inputs.retract()  # reentrant: its first pass had no graph
+            try:
+                self._eval_inputs.retract()  # reentrant: its first pass had no graph
+            except Exception as exc:  # noqa: BLE001 - never fail inside the user's backward
+                self._stop(self._eval_inputs, exc)
         self._forward_seen = torch.is_grad_enabled() or self._forward_seen
         self._guarded(self._inputs, (args, kwargs))
         # a training pass: the inputs instrument has just copied the batch
@@ -454,7 +457,10 @@ class Monitor:
         so the change is named (once) rather than recorded as physics."""
         if self._parameters_told:
             return
-        present = {id(p): p.requires_grad for p in self._model.parameters()}
+        try:
+            present = {id(p): p.requires_grad for p in self._model.parameters()}
+        except Exception:  # noqa: BLE001 - a check, never a failure of the user's record
+            return
         watched = {id(p) for p in self._params}
         added = sum(1 for i, trains in present.items() if trains and i not in watched)
         gone = sum(1 for i in watched if i not in present)
@@ -598,6 +604,15 @@ def _stacking(steps: list[_Step], instrument: ins.Instrument, position: int) -> 
         if key is not _ABSENT:
             groups.setdefault(key, []).append(i)
     return list(groups.values())
+
+
+_GRAPH_TASK = getattr(torch._C, "_current_graph_task_id", None)  # -1 outside backward
+
+
+def _in_backward() -> bool:
+    """Is the autograd engine running a backward pass now (False where torch cannot
+    say)?"""
+    return _GRAPH_TASK is not None and _GRAPH_TASK() != -1
 
 
 def _read_losses(steps: list[_Step]) -> None:
