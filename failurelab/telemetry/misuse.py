@@ -51,10 +51,7 @@ _MESSAGES = {
                "marked step_skipped=1 and have no update",
     "closed": "record() after close() is ignored: the hooks are removed, so nothing new "
               "can be measured (record before closing, or open a new Monitor)",
-}
-
-
-_EXTRA_MESSAGES = {
+    # about one extra column each: named once per key
     "measured": "record({key}=...) names a column the monitor measures itself; your value "
                 "is ignored and the measured one kept (pass it under another name)",
     "not_a_number": "record({key}=...) got a {kind}, not a number: extra columns hold "
@@ -68,13 +65,14 @@ class Misuse:
 
     def __init__(self, warn):
         self._warn = warn
-        self._told: set[str] = set()
+        self._told: set[tuple[str, str]] = set()
         self._last: Any = None  # the previous loss (a weak reference for tensors)
 
-    def tell(self, kind: str) -> None:
-        if kind not in self._told:
-            self._told.add(kind)
-            self._warn(_MESSAGES[kind])
+    def tell(self, kind: str, key: str = "", what: str = "") -> None:
+        """Warn once for each kind of misuse (and each extra column's `key`)."""
+        if (kind, key) not in self._told:
+            self._told.add((kind, key))
+            self._warn(_MESSAGES[kind].format(key=key, kind=what))
 
     def after_close(self) -> None:
         self.tell("closed")
@@ -87,19 +85,14 @@ class Misuse:
         kept = {}
         for key, value in extra.items():
             if key in measured:
-                self._tell_extra("measured", key)
+                self.tell("measured", key)
                 continue
             number = extra_number(value)
             if number is None:
-                self._tell_extra("not_a_number", key, type(value).__name__)
+                self.tell("not_a_number", key, type(value).__name__)
                 number = float("nan")
             kept[key] = number
         return kept
-
-    def _tell_extra(self, kind: str, key: str, what: str = "") -> None:
-        if (kind, key) not in self._told:
-            self._told.add((kind, key))
-            self._warn(_EXTRA_MESSAGES[kind].format(key=key, kind=what))
 
     def no_step(self, loss: Any, count: int, params: list[torch.Tensor]) -> None:
         """A record with no optimizer step since the previous one."""
@@ -124,8 +117,10 @@ class Misuse:
 def extra_number(value: Any) -> float | torch.Tensor | None:
     """An extra column's value as a float (a 0-d tensor where reading it now would wait
     for an accelerator); None (NaN) passes; None when it is not a number."""
-    if value is None or isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float("nan") if value is None else value
+    if value is None:
+        return float("nan")
+    if type(value) in (int, float):  # the common case, first
+        return value
     if isinstance(value, torch.Tensor):
         if value.numel() != 1 or value.is_complex():
             return None

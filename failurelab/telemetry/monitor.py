@@ -136,8 +136,8 @@ class Monitor:
         self._handles.append(self._watch)
         self._inputs = None
         if "inputs" in groups:
-            self._inputs, self._outputs = ins.Inputs(), ins.Outputs(
-                self._stop, {id(p): p for p in (self._params[0], self._params[-1])}.values())
+            self._inputs = ins.Inputs()
+            self._outputs = ins.Outputs(self._stop, (self._params[0], self._params[-1]))
             # unlike the other forward instruments it also reads the passes made without
             # a graph (evaluation): `_see_input` hands it every pass
             self._eval_inputs = EvalInputs()
@@ -277,7 +277,8 @@ class Monitor:
             return
         # activation checkpointing around the model recomputes its forward inside the
         # backward pass: the same batch again, not another micro-batch or an evaluation
-        in_backward = torch.is_grad_enabled() and _in_backward()
+        training = torch.is_grad_enabled()
+        in_backward = training and _in_backward()
         self._recomputing = in_backward and self._forward_seen
         if self._recomputing:
             return
@@ -286,10 +287,10 @@ class Monitor:
                 self._eval_inputs.retract()  # reentrant: its first pass had no graph
             except Exception as exc:  # noqa: BLE001 - never fail inside the user's backward
                 self._stop(self._eval_inputs, exc)
-        self._forward_seen = torch.is_grad_enabled() or self._forward_seen
+        self._forward_seen = training or self._forward_seen
         self._guarded(self._inputs, (args, kwargs))
         # a training pass: the inputs instrument has just copied the batch
-        copied = torch.is_grad_enabled() and self._inputs not in self._off
+        copied = training and self._inputs not in self._off
         self._contained(self._eval_inputs, module, (args, kwargs),
                         self._inputs.current if copied else None)
 
