@@ -22,6 +22,7 @@ import unicodedata
 from contextlib import contextmanager
 from pathlib import Path
 
+from .basics.build import notice_other_build
 from .basics.recipes import MAX_SEED, MAX_STEPS, TASKS, check_seed, parse_seeds
 from .basics.text import ENV, LANGS, Text
 
@@ -164,6 +165,7 @@ def cmd_verify(args) -> int:
     names = faults_from(args.faults)
     from .lab.sweep import summary, verify  # torch: only once the options are known to be good
 
+    notice_other_build(sys.stderr)
     started = time.perf_counter()
     with progress_bar("verify") as update:
         results = verify(names, seeds, workers=args.workers, progress=update)

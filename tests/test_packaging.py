@@ -19,17 +19,43 @@ def _environment_pip_requirements() -> set[str]:
     return reqs - {"-e ."}
 
 
-def test_environment_yml_pins_exactly_what_pyproject_pins():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    declared = set(project["dependencies"]) | set(project["optional-dependencies"]["lab"])
-    assert _environment_pip_requirements() == declared
+def _project() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
-def test_torch_is_pinned_everywhere():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert "torch==2.13.0" in project["dependencies"]
-    assert "torch==2.13.0" in _environment_pip_requirements()
+def test_environment_yml_installs_the_lab_extra_exactly():
+    project = _project()
+    lab = set(project["optional-dependencies"]["lab"])
+    core = {r for r in project["dependencies"] if not r.startswith("torch")}
+    assert _environment_pip_requirements() == core | lab
+
+
+def test_the_package_takes_a_torch_range_and_the_lab_extra_pins_the_lab_build():
+    from failurelab.basics.build import LAB_TORCH
+
+    project = _project()
+    torch_reqs = [r for r in project["dependencies"] if r.startswith("torch")]
+    assert torch_reqs and all("==" not in r for r in torch_reqs)  # beside a project's own torch
+    assert f"torch=={LAB_TORCH}" in project["optional-dependencies"]["lab"]
+    assert f"torch=={LAB_TORCH}" in _environment_pip_requirements()
     assert "python=3.11" in (ROOT / "environment.yml").read_text()
+
+
+def test_another_torch_build_is_said_once_and_the_lab_build_not_at_all(monkeypatch):
+    import warnings
+
+    from failurelab.basics import build
+
+    assert build.other_build_note(build.LAB_TORCH + "+cpu") is None
+    note = build.other_build_note("2.14.1")
+    assert "2.14.1" in note and build.LAB_TORCH in note and "signature" in note
+    monkeypatch.setattr(build, "installed_torch", lambda: "2.14.1")
+    monkeypatch.setattr(build, "_noticed", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        build.notice_other_build()
+        build.notice_other_build()
+    assert [type(w.message) for w in caught] == [build.OtherBuildWarning]
 
 
 def test_the_readme_names_every_fault_and_every_notebook():

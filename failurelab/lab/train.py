@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..basics.build import notice_other_build
 from ..basics.recipes import Recipe, check_seed
 from ..catalogue.faults import resolve
 from ..evidence.runs import Run
@@ -42,6 +43,7 @@ class Parts:
 def build(recipe: Recipe, seed: int = 0) -> Parts:
     """The seeded parts of `recipe`; the caller's global RNG state is left untouched."""
     check_seed(seed)
+    notice_other_build()
     prepared = data.prepare(recipe, seed)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
