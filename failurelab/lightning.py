@@ -71,7 +71,10 @@ class MonitorCallback(Callback):
                           stacklevel=2)
             return
         self._handle = optimizer.register_step_pre_hook(_run_closure_first)  # before Monitor's
-        self.monitor = Monitor(pl_module, optimizer, preset=self.preset)
+        # the trainer's GradScaler under precision="16-mixed"; None otherwise
+        scaler = getattr(getattr(trainer, "precision_plugin", None), "scaler", None)
+        scaler = scaler if isinstance(scaler, torch.amp.GradScaler) else None
+        self.monitor = Monitor(pl_module, optimizer, scaler=scaler, preset=self.preset)
         self._steps_seen = trainer.global_step
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:

@@ -190,6 +190,35 @@ def test_steps_taken_by_an_enabled_grad_scaler_are_marked(how):
     assert history["loss_scaled"].tolist() == [float(how == "scaler")] * 4
 
 
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_scaler_given_to_the_monitor_answers_without_the_frame_walk(enabled, monkeypatch):
+    from failurelab.telemetry import instruments
+
+    def no_frames():
+        raise AssertionError("the frame walk ran although the scaler was given")
+
+    monkeypatch.setattr(instruments, "stepped_by_grad_scaler", no_frames)
+    torch.manual_seed(5)
+    model = nn.Linear(4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu", enabled=enabled)
+    with fl.Monitor(model, opt, scaler=scaler) as mon:
+        for x, y in _batches(4):
+            opt.zero_grad()
+            scaler.scale(_mse(model(x), y)).backward()
+            scaler.step(opt)
+            scaler.update()
+            mon.record(0.0)
+    assert mon.history["loss_scaled"].tolist() == [float(enabled)] * 4
+    assert not mon.stopped
+
+
+def test_a_scaler_that_is_not_one_is_a_clear_error():
+    model = nn.Linear(4, 3)
+    with pytest.raises(TypeError, match="GradScaler"):
+        fl.Monitor(model, torch.optim.SGD(model.parameters(), lr=0.1), scaler="amp")
+
+
 def test_grad_scaler_skips_are_marked_and_are_not_faults():
     torch.manual_seed(5)
     model = nn.Linear(4, 3)

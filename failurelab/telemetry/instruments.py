@@ -703,6 +703,15 @@ def first_lr(optimizer: torch.optim.Optimizer) -> float:
 _SCALER_FRAMES = 8  # hook <- hook runner <- step wrapper(s) <- GradScaler._maybe_opt_step
 
 
+def scaled_step(scaler: torch.amp.GradScaler | None) -> bool:
+    """Whether the step now starting runs on loss-scaled gradients.  A scaler given to
+    the Monitor answers for itself (it takes every step of its loop); without one the
+    caller's frames are the fallback (`stepped_by_grad_scaler`)."""
+    if scaler is not None:
+        return scaler.is_enabled()
+    return stepped_by_grad_scaler()
+
+
 def stepped_by_grad_scaler() -> bool:
     """Whether the optimizer step now starting was called by an enabled
     `torch.amp.GradScaler` (directly, or by a framework's AMP plugin).

@@ -90,6 +90,7 @@ class Monitor:
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *,
+                 scaler: torch.amp.GradScaler | None = None,
                  preset: str = "full", other_ranks: str = "local",
                  hook_optimizer: bool = True):
         if preset not in PRESETS:
@@ -101,6 +102,9 @@ class Monitor:
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"optimizer must be a torch.optim.Optimizer, "
                             f"got {type(optimizer).__name__}")
+        if scaler is not None and not isinstance(scaler, torch.amp.GradScaler):
+            raise TypeError(f"scaler must be a torch.amp.GradScaler or None, "
+                            f"got {type(scaler).__name__}")
         if isinstance(model, torch.jit.ScriptModule) and preset != "economy":
             raise TypeError("a TorchScript module takes no forward hooks: give the Monitor the "
                             "nn.Module before torch.jit.script (the scripted one shares its "
@@ -113,6 +117,7 @@ class Monitor:
         # is deliberate, but a stall in such a model may be the frozen body's alone
         self._frozen = 1 - sum(p.numel() for _, p in named) / total
         self.preset = preset
+        self._scaler = scaler  # None: found, where possible, in the caller's frames
         groups, self._interval = PRESETS[preset]
         self._params = [p for _, p in named]
         self._optimizer = optimizer
@@ -238,7 +243,7 @@ class Monitor:
                     self._stop(instrument, exc)
         try:
             self._lr = ins.first_lr(optimizer)
-            self._scaled = 1.0 if ins.stepped_by_grad_scaler() else 0.0
+            self._scaled = 1.0 if ins.scaled_step(self._scaler) else 0.0
             phase = self._count % self._interval  # 0: this step is observed
             last = phase == self._interval - 1  # economy: keep g_{t-1} for step t's cosine
             if (phase == 0 or last) and self._parameters not in self._off:
