@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from . import probes
+from . import private, probes
 
 _NAN = float("nan")
 
@@ -116,12 +116,7 @@ class SampleBuffers:
 def _copy(rows: list[torch.Tensor], tensors: list[torch.Tensor]) -> None:
     """`torch._foreach_copy_` with autograd off (the weights require grad), switched
     directly: `torch.no_grad()` costs a microsecond more, every step."""
-    enabled = torch.is_grad_enabled()
-    torch._C._set_grad_enabled(False)
-    try:
-        torch._foreach_copy_(rows, tensors)
-    finally:
-        torch._C._set_grad_enabled(enabled)
+    private.copy_without_grad(rows, tensors)
 
 
 def _device(params: list[torch.Tensor]) -> torch.device:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
 
-from . import probes
+from . import private, probes
 from .buffers import ChainBuffers, SampleBuffers
 
 _NAN = float("nan")
@@ -404,11 +404,7 @@ class Outputs(Instrument):
 
     def trains(self) -> bool:
         """Will the backward pass now running add to the parameters' `.grad`?"""
-        try:
-            return not self.accumulators or any(
-                torch._C._will_engine_execute_node(a) for a in self.accumulators)
-        except (RuntimeError, AttributeError):  # autograd.grad with respect to
-            return True  # parameters, or a torch without the query: count it, as before
+        return private.backward_reaches(self.accumulators)
 
     def at_step(self) -> None:
         """The optimizer is stepping: close the count of backward passes it used."""
@@ -639,7 +635,7 @@ class Carried(Instrument):
         if held is None:
             self.cleared = True
         elif held.is_sparse:
-            self.cleared = held._nnz() == 0
+            self.cleared = private.sparse_is_empty(held)
         else:
             self.counts.append(torch.count_nonzero(held))  # no sync: read per chunk
 

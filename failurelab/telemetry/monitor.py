@@ -40,7 +40,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from . import distributed
+from . import distributed, private
 from . import instruments as ins
 from .misuse import Misuse, MonitorWarning, scalar_loss, warn  # noqa: F401 - public name
 from .shift import EvalInputs
@@ -61,7 +61,6 @@ STATE_COLUMNS = ("lr", "param_lowp_frac", "unoptimized_params", "step_skipped",
                  "dropout_rate", "loss_scaled", "batchnorm_train", "frozen_frac", "train_mode")
 INPUT_COLUMNS = ins.Inputs.columns + ins.Outputs.columns
 _LOWP = (torch.float16, torch.bfloat16)
-_BatchNorm = torch.nn.modules.batchnorm._BatchNorm  # BatchNorm1d/2d/3d, SyncBatchNorm
 _DROPOUTS = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
              torch.nn.AlphaDropout, torch.nn.FeatureAlphaDropout)
 _GATHERED = ("loss", "nonfinite", "batch_size", "input_absmax", "input_nonfinite",
@@ -124,7 +123,7 @@ class Monitor:
         optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
         self._unoptimized = [p for p in self._params if id(p) not in optimized]
         self._dropouts = [m for m in model.modules() if isinstance(m, _DROPOUTS)]
-        self._norms = [m for m in model.modules() if isinstance(m, _BatchNorm)]
+        self._norms = [m for m in model.modules() if private.is_batchnorm(m)]
         self._model = model
         # NaN, not 1, for a model whose forward is the same in either mode: no verdict
         self._moded = any(_mode_matters(m) for m in model.modules())
@@ -283,7 +282,7 @@ class Monitor:
         # activation checkpointing around the model recomputes its forward inside the
         # backward pass: the same batch again, not another micro-batch or an evaluation
         training = torch.is_grad_enabled()
-        in_backward = training and _in_backward()
+        in_backward = training and private.in_backward()
         self._recomputing = in_backward and self._forward_seen
         if self._recomputing:
             return
@@ -612,15 +611,6 @@ def _stacking(steps: list[_Step], instrument: ins.Instrument, position: int) -> 
     return list(groups.values())
 
 
-_GRAPH_TASK = getattr(torch._C, "_current_graph_task_id", None)  # -1 outside backward
-
-
-def _in_backward() -> bool:
-    """Is the autograd engine running a backward pass now (False where torch cannot
-    say)?"""
-    return _GRAPH_TASK is not None and _GRAPH_TASK() != -1
-
-
 def _read_losses(steps: list[_Step]) -> None:
     """Losses kept on an accelerator (see `scalar_loss`), read in one transfer."""
     kept = [s for s in steps if isinstance(s.loss, torch.Tensor)]
@@ -636,7 +626,7 @@ def _mode_matters(module: nn.Module) -> bool:
     attention layers with a dropout probability."""
     if isinstance(module, _DROPOUTS):
         return float(module.p) > 0
-    if isinstance(module, _BatchNorm):
+    if private.is_batchnorm(module):
         return bool(module.track_running_stats)
     if isinstance(module, (nn.RNNBase, nn.MultiheadAttention)):
         return float(module.dropout) > 0
