@@ -201,17 +201,23 @@ def _failures(results) -> list[str]:
 # --- diagnose -------------------------------------------------------------------------------
 
 def cmd_diagnose(args) -> int:
-    """Diagnose a history CSV saved by Run.to_csv or Monitor.to_csv.
+    """Diagnose a saved history, or a log the job already keeps.
 
-    failurelab diagnose my_run.csv
+    failurelab diagnose my_run.csv                 # Run.to_csv / Monitor.to_csv
+    failurelab diagnose runs/exp1                  # a TensorBoard run folder or event file
+    failurelab diagnose lightning_logs/version_0   # Lightning's CSVLogger (metrics.csv)
     """
     from .catalogue.diagnosis import diagnose
-    from .evidence.runs import read_history
+    from .evidence.logs import read_log
 
     try:
-        history = read_history(args.history)
+        history = read_log(args.history)
+        mapped = history.attrs.get("mapped")
+        if mapped:
+            print("read: " + ", ".join(f"{col} <- {name}" for col, name in mapped.items()))
         print(diagnose(history, lang=args.lang))
-    except (FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as err:
+    except (FileNotFoundError, IsADirectoryError, PermissionError, ValueError,
+            ImportError) as err:
         raise UserError(_one_line(err)) from None
     return 0
 
@@ -504,7 +510,7 @@ def _add_options(p: dict[str, argparse.ArgumentParser]) -> None:
                                                              "(default: all)")
         p[name].add_argument("--workers", type=_workers,
                              help="worker processes (default: one per core)")
-    p["diagnose"].add_argument("history", metavar="HISTORY.csv")
+    p["diagnose"].add_argument("history", metavar="HISTORY_OR_LOG")
     p["mystery"].add_argument("--seed", type=_seed,
                               help="which mystery (default: a random one, printed)")
     p["mystery"].add_argument("--reveal", action="store_true",

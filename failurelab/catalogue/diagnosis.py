@@ -16,7 +16,7 @@ import pandas as pd
 
 from .. import catalogue
 from ..basics.text import Text, language, say
-from ..evidence import shapes
+from ..evidence import logs, shapes
 from ..evidence.quantities import measure
 from ..evidence.runs import history_of
 
@@ -133,7 +133,9 @@ class Diagnosis:
 
 
 def diagnose(history, faults: dict | None = None, lang: str | None = None) -> Diagnosis:
-    """Diagnose a `Run` or a history DataFrame (from `fl.run` or `fl.Monitor`).
+    """Diagnose a `Run` or a history DataFrame (from `fl.run` or `fl.Monitor`), or the
+    path of a log the job already keeps: a TensorBoard event file or run folder, a
+    metrics CSV (Lightning's CSVLogger) or a saved history (see `evidence.logs`).
 
     `faults`: the catalogue to rank (default: `fl.FAULTS`, calibrated on the healthy
     population); the benchmark passes one calibrated without the family it scores.
@@ -176,7 +178,9 @@ def _confidence(score: float, rivalled: bool) -> str:
 
 
 def _history(obj) -> pd.DataFrame:
-    history = history_of(obj, "diagnose")
+    if logs.is_log(obj):  # a path: a TensorBoard log, a metrics CSV or a history CSV
+        return _history(logs.read_log(obj))
+    history = history_of(obj, "diagnose", "a Run, a history DataFrame or a log's path")
     if "loss" not in history.columns:
         raise ValueError("diagnose needs a history with a 'loss' column (one row per step)")
     if history.empty:
