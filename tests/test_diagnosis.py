@@ -118,7 +118,7 @@ def test_empty_and_single_step_histories_get_a_clear_message():
     assert fl.diagnose(curve([float("nan")])).shape == "nonfinite"
     with pytest.raises(ValueError, match="'loss' column"):
         fl.diagnose(pd.DataFrame({"step": [0, 1]}))
-    with pytest.raises(TypeError, match="Run or a history"):
+    with pytest.raises(TypeError, match="a history DataFrame or a log.s path"):
         fl.diagnose([1.0, 2.0])
 
 

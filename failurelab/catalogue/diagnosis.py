@@ -71,7 +71,10 @@ INSTRUMENT_NAMES = {
     "batch labels": Text("batch labels", "批次标签"), "timing": Text("timing", "计时"),
     "input statistics": Text("input statistics", "输入统计"),
     "output gradient": Text("output gradient", "输出梯度"), "padding": Text("padding", "填充"),
+    "activations": Text("activations (no Sigmoid/Tanh/ReLU output seen)",
+                        "激活值（未见 Sigmoid/Tanh/ReLU 的输出）"),
 }
+ACTIVATION_PREFIX = "act_mean/"  # every activation instrument writes one such column
 
 # Instruments a history may lack (a plain Monitor has no validation or timing), each
 # by one column it writes: when absent, the diagnosis says so.
@@ -149,6 +152,9 @@ def diagnose(history, faults: dict | None = None, lang: str | None = None) -> Di
     causes = [(e.fault, e.score, e.sentence) for e in fired]
     missing = [name for name, col in INSTRUMENT_COLUMNS.items() if col not in history.columns
                and not (name == "padding" and values["input_is_tokens"] == 0)]
+    activations = [c for c in history.columns if str(c).startswith(ACTIVATION_PREFIX)]
+    if history[activations].isna().all().all():  # none hooked, or none read as one
+        missing.append("activations")
     if fired:  # other causes whose evidence is nearly as strong
         explained = faults[fired[0].fault].explains
         lookalikes = [e.fault for e in fired[1:] if fired[0].score - e.score < LOOKALIKE_GAP

@@ -33,8 +33,35 @@ _ACTIVATION_KINDS = {torch.nn.Sigmoid: "sigmoid", torch.nn.Tanh: "tanh",
                      torch.nn.ReLU: "relu"}
 
 
+# Layers whose input, in a model that writes its activations as functions (`F.relu(x)`,
+# `torch.sigmoid(x)`, `x.tanh()`), is the previous activation's output.
+WEIGHT_LAYERS = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+_PROBABILITY_ROWS = 1e-3  # rows summing to 1 within this are a softmax's, not sigmoids'
+
+
 def activation_kind(module: torch.nn.Module) -> str | None:
     return _ACTIVATION_KINDS.get(type(module))
+
+
+def kind_of_values(x: torch.Tensor) -> str | None:
+    """Which activation made `x`, read from its values: a ReLU's output is >= 0 with
+    exact zeros (half its entries at initialisation); a sigmoid's lies in [0, 1] and is
+    exactly 0 only below -88 in float32; a tanh's lies in [-1, 1] with negatives.  None
+    for anything else (GELU, no activation, a softmax's probability rows, an
+    embedding), which is then not read as an activation."""
+    if not x.is_floating_point() or x.numel() == 0 or not torch.isfinite(x).all():
+        return None
+    low, high = (float(v) for v in torch.aminmax(x.detach()))
+    if low >= 0 and bool((x == 0).any()):
+        return "relu"
+    if low >= 0 and high <= 1:
+        rows = x.detach().reshape(-1, x.shape[-1]).sum(-1) if x.dim() > 1 else None
+        if rows is not None and bool(((rows - 1).abs() <= _PROBABILITY_ROWS).all()):
+            return None
+        return "sigmoid"
+    if low >= -1 and high <= 1:
+        return "tanh"
+    return None
 
 
 class Instrument:
@@ -544,8 +571,13 @@ class Activations(Instrument):
     def __init__(self, module_name: str, kind: str, keep_entries: int = KEEP_ENTRIES):
         self.kind, self.keep_entries = kind, keep_entries
         self.name = f"activations/{module_name}"
-        last = "dead_frac" if kind == "relu" else "saturated_frac"
-        self.columns = tuple(f"{c}/{module_name}" for c in ("act_mean", "act_std", last))
+        self.columns = self._read_into()
+
+    def _read_into(self) -> tuple[str, str, str]:
+        """The mean, std and failure columns of this activation's kind."""
+        name = self.name[len("activations/"):]
+        last = "dead_frac" if self.kind == "relu" else "saturated_frac"
+        return tuple(f"{c}/{name}" for c in ("act_mean", "act_std", last))
 
     current = None  # the output (a tensor) or its sums (a `Reduced`)
 
@@ -579,7 +611,7 @@ class Activations(Instrument):
             table, units = probes.activation_quantities(self.kind, torch.stack(ys))
         table = table.tolist()
         per_step, n = probes.activation_units(self.kind, shape), shape.numel()
-        mean, std, failed = self.columns
+        mean, std, failed = self._read_into()
         out = {mean: [total / n for total, _, _ in table],
                std: [probes.std_of(total, sq, n) for total, sq, _ in table],
                # NaN activations: their failures are unknown
@@ -597,6 +629,27 @@ class Activations(Instrument):
         if self.kind == "relu":  # per unit: > 0 where some sample of the batch fired it
             alive = units if isinstance(units, torch.Tensor) else torch.cat(units)
             out[f"_act_alive/{name}"] = list(alive.numpy())
+
+
+class LayerInput(Activations):
+    """The input of a Linear/Conv layer in a model whose activations are functions, read
+    as the activation that made it (`kind_of_values`, decided on the first batch it
+    sees).  Its columns are named `<layer>.input`; both failure columns are declared,
+    and the one of the other kind stays NaN.  The first such layer of a forward pass
+    reads the model's data, not an activation: the Monitor does not hand it over."""
+
+    def __init__(self, layer_name: str, keep_entries: int = KEEP_ENTRIES):
+        super().__init__(f"{layer_name}.input", "", keep_entries)
+        self.kind = None  # decided by the first input seen
+        name = self.name[len("activations/"):]
+        self.columns = tuple(f"{c}/{name}" for c in ("act_mean", "act_std", "dead_frac",
+                                                      "saturated_frac"))
+
+    def see(self, output, unbatched: bool) -> None:
+        if self.kind is None and isinstance(output, torch.Tensor):
+            self.kind = kind_of_values(output) or "none"
+        if self.kind != "none":
+            super().see(output, unbatched)
 
 
 class Carried(Instrument):

@@ -185,12 +185,34 @@ class Monitor:
         _ATTACHED[model] = weakref.ref(self)
 
     def _hook_activations(self, model: nn.Module) -> None:
+        """Each Sigmoid/Tanh/ReLU module's output; in a model with none (its activations
+        written as functions), the inputs of its Linear/Conv layers instead."""
         for name, module in model.named_modules():
             kind = ins.activation_kind(module)
             if kind:
                 instrument = ins.Activations(name, kind)
                 self._hooked.append(instrument)
                 self._handles.append(module.register_forward_hook(_Hook(self._saver(instrument))))
+        if any(isinstance(i, ins.Activations) for i in self._hooked):
+            return
+        self._layers_run = 0  # weight layers run in this forward pass so far
+        self._handles.append(model.register_forward_pre_hook(_Hook(self._new_forward)))
+        for name, module in model.named_modules():
+            if isinstance(module, ins.WEIGHT_LAYERS):
+                instrument = ins.LayerInput(name)
+                self._hooked.append(instrument)
+                self._handles.append(module.register_forward_pre_hook(
+                    _Hook(self._input_saver(instrument))))
+
+    def _new_forward(self, module, args) -> None:
+        self._layers_run = 0
+
+    def _input_saver(self, instrument: ins.LayerInput):
+        def save(module, args) -> None:
+            self._layers_run += 1
+            if self._layers_run > 1 and args:  # the first weight layer reads the data
+                self._guarded(instrument, args[0], self._unbatched())
+        return save
 
     # --- hooks: each one guarded, so no failure reaches the user's loop ---------------
     def _before_step(self, optimizer, args, kwargs):
