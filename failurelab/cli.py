@@ -99,8 +99,8 @@ def cmd_run(args) -> int:
     failurelab run fp16_no_scaling --device cuda
     """
     from .catalogue.diagnosis import diagnose
+    from .catalogue.faults import run as train
     from .course.report import comparison, measure, verdict
-    from .lab.train import run as train
 
     if args.name in TASKS:
         return _run_baseline(args)
@@ -124,7 +124,7 @@ def cmd_run(args) -> int:
 
 def _run_baseline(args) -> int:
     from .catalogue.diagnosis import diagnose
-    from .lab.train import run as train
+    from .catalogue.faults import run as train
     from .views import plots
 
     _check_outputs(args)
@@ -162,7 +162,7 @@ def cmd_verify(args) -> int:
     """
     seeds = seeds_from(args.seeds)
     names = faults_from(args.faults)
-    from .lab.sweep import summary, verify  # torch: only once the options are known to be good
+    from .catalogue.sweep import summary, verify  # torch: only once the options are known to be good
 
     started = time.perf_counter()
     with progress_bar("verify") as update:

@@ -47,7 +47,7 @@ def test_the_sweep_stops_where_the_loss_blows_up_and_plots():
     assert result.suggested_lr == pytest.approx(result.minimum_lr
                                                 / lr_range.NORMALISED_EDGE_SAFETY)
     assert result.minimum_lr < result.diverged_lr
-    ax = result.plot()
+    ax = fl.plots.lr_range(result)
     assert ax.get_xscale() == "log" and ax.get_xlabel() == "learning rate"
 
 

@@ -16,10 +16,9 @@ import torch
 from torch import nn
 
 from ..basics.recipes import Recipe, check_seed
-from ..catalogue.faults import resolve
 from ..evidence.runs import Run
 from ..telemetry.monitor import Monitor
-from . import data, runcache
+from . import data
 from .models import make_model
 
 EXTRA_PADS = 10  # pads appended to validation sequences to test that padding is ignored
@@ -89,9 +88,10 @@ class HandWrittenCrossEntropy(nn.Module):
         return nn.functional.nll_loss(log_probs, y, reduction=self.reduction)
 
 
-def run(recipe_or_name: Recipe | str, *, seed: int = 0, steps: int | None = None,
-        preset: str = "full", threads: int = 1, device: str | torch.device = "cpu") -> Run:
-    """Train one recipe (or a fault name) and return its full history.
+def run(recipe: Recipe, *, seed: int = 0, steps: int | None = None, preset: str = "full",
+        threads: int = 1, device: str | torch.device = "cpu") -> Run:
+    """Train one recipe and return its full history.  (`fl.run` also takes a fault or
+    task name and serves a verification session's stored runs: the loop knows no faults.)
 
     Never raises because training went bad: at the first non-finite loss the run stops
     and reports it.  Uses `threads` torch threads (tiny models are fastest on one) and
@@ -102,23 +102,19 @@ def run(recipe_or_name: Recipe | str, *, seed: int = 0, steps: int | None = None
     CPU reproduce on a GPU?  Bitwise reproducibility is the CPU's: GPU kernels may sum
     in another order from run to run.
     """
-    recipe = resolve(recipe_or_name)
+    if not isinstance(recipe, Recipe):
+        raise TypeError(f"the lab's loop trains a Recipe, got {type(recipe).__name__} "
+                        "(fl.run also takes a fault or task name)")
     if steps is not None:
         recipe = recipe.replace(steps=steps)
     check_seed(seed)
     device = usable_device(device)
-    stored = runcache.key(recipe, seed, preset, threads, str(device))
-    done = runcache.load(stored)  # a verification session's notebooks share runs
-    if done is not None:
-        return done
     started = time.perf_counter()
     with torch_threads(threads), torch.random.fork_rng():
         parts = build(recipe, seed)
         torch.manual_seed(seed)  # dropout draws from here
         history, first_bad = _train(parts, preset, device)
-    result = Run(recipe, seed, history, first_bad, time.perf_counter() - started)
-    runcache.store(stored, result)
-    return result
+    return Run(recipe, seed, history, first_bad, time.perf_counter() - started)
 
 
 def _train(parts: Parts, preset: str, device: torch.device):
