@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..evidence.signatures import Condition as C
+from ..evidence.thresholds import LOSS_ROSE, UPDATE_RATIO_LOW
 
 UNHEALTHY = C("unhealthy_curve", True, 0.5, "loss curve unhealthy",
               "the generic effect: the loss curve has one of the course's failure shapes "
@@ -21,7 +22,7 @@ LEARNS = C("loss_progress", True, 0.5, "loss progress",
            "the loss still falls by half: the model itself can learn", log=False, unit=0.1,
            label_zh="损失下降幅度",
            why_zh="损失仍下降了一半：模型本身能学习")
-TINY_STEPS = C("update_ratio_median", False, 1e-4, "median update ratio",
+TINY_STEPS = C("update_ratio_median", False, UPDATE_RATIO_LOW, "median update ratio",
                "steps under 0.01% of the weights need > 10^4 steps to move them by "
                "their own size",
                label_zh="更新比的中位数",
@@ -63,12 +64,12 @@ INPUTS_SMALL = C("input_magnitude", False, 100, "largest |input|",
                  why_zh="输入处于标准化特征的尺度上（所有健康运行都小于 5，100 会是 100 个标准差之外的值；只对"
                         "数值输入检查）：数值上百的输入在任何初始化下都会让刚初始化模型的预激活值和 logits 很大，"
                         "这时原因在输入")
-CALM = C("loss_peak_ratio", False, 1.5, "loss peak over start",
+CALM = C("loss_peak_ratio", False, LOSS_ROSE, "loss peak over start",
          "the loss never rose by half above where it started (a run that jumps there "
          "first is a different failure)", role="guard",
          label_zh="损失峰值与初始值之比",
          why_zh="损失从未比起点高出一半（先跳到那里的运行是另一种失败）")
-ROSE = C("loss_peak_ratio", True, 1.5, "loss peak over start",
+ROSE = C("loss_peak_ratio", True, LOSS_ROSE, "loss peak over start",
         "the loss rose by half above where it started; no healthy run of any family or "
         "optimizer peaks past 1.3 times its start", role="guard",
         label_zh="损失峰值与初始值之比",

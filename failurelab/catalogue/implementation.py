@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from ..basics.recipes import Scale, Set
+from ..evidence.alerts import PARALLEL_GRADIENTS
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
+from ..evidence.thresholds import ACCUMULATING_TURN
 from .conditions import ALL_OPTIMIZED, GRADIENTS_FLOW, LEARNS, POSITIVE_LOSS, TOKENS, UNHEALTHY
 from .fault import Chinese, Fault
 
@@ -40,13 +42,7 @@ NO_ZERO_GRAD = Fault(
     repair=(Set("zero_grad", True),),
     probe=(Scale("lr", 0.1),),
     signature=Signature((
-        C("grad_turn_end", False, 0.05, "gradient turn (1 - cosine)",
-          "a running sum of t gradients changes by one term in t, so consecutive "
-          "sums are nearly parallel (turn ~1/t^2); fresh minibatch gradients turn by "
-          "0.35 or more in every healthy run",
-          label_zh="梯度转角（1 - 余弦）",
-          why_zh="t 个梯度的滑动和每步只变化 t 项中的一项，所以相邻两个和几乎平行（转角 ~1/t^2）；在每个健康"
-                 "的运行中，新鲜小批次的梯度转角都在 0.35 或以上"),
+        PARALLEL_GRADIENTS,  # the live alert reads the same condition
         C("grad_growth", True, 1.5, "gradient norm",
           "parallel terms add up: a sum of a hundred gradients that agree in direction "
           "ends well above its first term. Gradients that stay parallel and do not "
@@ -95,7 +91,7 @@ NO_ZERO_GRAD = Fault(
        "step?",
        verdict_zh="每一步的梯度都加在上一步的梯度上：每一步都调用了 zero_grad() 吗？"),),
     outcome=Signature((
-        C("grad_cosine_end", True, 0.95, "gradient cosine",
+        C("grad_cosine_end", True, 1 - ACCUMULATING_TURN, "gradient cosine",
           "still a running sum at a tenth of the rate", log=False, unit=0.01,
           label_zh="相邻梯度余弦",
           why_zh="学习率降到十分之一时仍是一个滑动和"),

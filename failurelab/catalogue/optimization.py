@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..basics.recipes import Scale, Set
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
+from ..evidence.thresholds import UPDATE_RATIO_HIGH
 from .conditions import (
     ALL_CONNECTED,
     ALL_OPTIMIZED,
@@ -20,7 +21,7 @@ from .conditions import (
 from .fault import Chinese, Fault
 
 OVERSIZED_STEPS = C(
-    "update_ratio_start", True, 0.1, "update ratio of the first steps",
+    "update_ratio_start", True, UPDATE_RATIO_HIGH, "update ratio of the first steps",
     "a step that moves the weights by a tenth of their norm overshoots any curvature the "
     "initialised model has; adaptive optimizers take large first steps too, so calibration "
     "moves the line past every healthy run of every optimizer that a route admits",
@@ -32,7 +33,7 @@ OVERSIZED_STEPS = C(
 # (OneCycle, linear warm-up) or a rectified Adam starts small and reaches an oversized
 # rate later, where the first steps cannot see it.
 OVERSIZED_PEAK = C(
-    "update_ratio_peak", True, 0.1, "largest update ratio",
+    "update_ratio_peak", True, UPDATE_RATIO_HIGH, "largest update ratio",
     "a run of steps that each move the weights by a tenth of their norm overshoots any "
     "curvature the model has, at the start or after a warm-up; calibration moves the line "
     "past every healthy run a route admits",
