@@ -26,7 +26,7 @@ PLATEAU = 0.01  # relative std of the loss under 1% over the window: a plateau
 # Gradients that are never cleared add up (see thresholds.ACCUMULATING_TURN): the
 # mechanism of the catalogue's no_zero_grad, and the live alert's, in one condition.
 PARALLEL_GRADIENTS = Condition(
-    "grad_turn_end", False, ACCUMULATING_TURN, "gradient turn (1 - cosine)",
+    "grad_turn_end", "<=", ACCUMULATING_TURN, "gradient turn (1 - cosine)",
     "a running sum of t gradients changes by one term in t, so consecutive sums are nearly "
     "parallel (turn ~1/t^2); fresh minibatch gradients turn by 0.35 or more in every "
     "healthy run",
@@ -116,12 +116,12 @@ class Rule:
 
 def _at_least(quantity: str, threshold: float, label: str, log: bool = True,
               role: str = "mechanism") -> Condition:
-    return Condition(quantity, True, threshold, label, "a live warning sign", log=log, role=role)
+    return Condition(quantity, ">=", threshold, label, "a live warning sign", log=log, role=role)
 
 
 def _at_most(quantity: str, threshold: float, label: str, log: bool = True,
              role: str = "mechanism") -> Condition:
-    return Condition(quantity, False, threshold, label, "a live warning sign", log=log, role=role)
+    return Condition(quantity, "<=", threshold, label, "a live warning sign", log=log, role=role)
 
 
 def rules(window: int = WINDOW) -> tuple[Rule, ...]:
