@@ -41,7 +41,7 @@ GROUPS: tuple[ColumnGroup, ...] = (
     ColumnGroup("gradients", MONITOR,
                 ("grad_norm", "weight_norm", "update_norm", "update_ratio", "grad_cosine",
                  "nonfinite", "zero_grad_frac", "grad_carried"),
-                "global gradient and weight norms, ||dw||/||w||, the cosine of consecutive "
+                "global gradient and weight norms, ‖Δw‖/‖w‖, the cosine of consecutive "
                 "gradients, non-finite and exactly-zero gradient entries, a .grad never "
                 "emptied", "economy"),
     ColumnGroup("optimizer state", MONITOR,
@@ -53,7 +53,7 @@ GROUPS: tuple[ColumnGroup, ...] = (
                 "the same norms per parameter tensor"),
     ColumnGroup("input statistics", MONITOR,
                 ("input_absmax", "input_std_ratio", "input_nonfinite", "batch_size"),
-                "the model's input batch: largest |x|, feature-std spread, NaN/Inf, size"),
+                "the model's input batch: largest abs(x), feature-std spread, NaN/Inf, size"),
     ColumnGroup("output gradient", MONITOR,
                 ("output_grad_zero_frac", "output_grad_min", "output_std", "output_prob_frac",
                  "output_logprob_frac", "output_nonfinite", "loss_weight", "output_backwards",

@@ -186,7 +186,9 @@ def loss_persistence(h):
 
 def unhealthy_curve(h):
     """1 when the loss curve's shape (see `shapes`) is anything but healthy, else 0:
-    the generic effect of a fault that breaks training."""
+    the generic effect of a fault that breaks training (NaN without a loss)."""
+    if "loss" not in h:
+        return NAN
     shape, _, _ = shapes.classify({n: QUANTITIES[n](h) for n in shapes.INPUTS})
     return 0.0 if shape == "healthy" else 1.0
 
@@ -850,8 +852,10 @@ def first_nonfinite_step(h):
 
 def nonfinite_values(h):
     """Non-finite gradient entries summed over the steps that had any."""
+    if "loss" not in h:
+        return NAN
     if "nonfinite" not in h:
-        return 0.0 if "loss" in h else NAN
+        return 0.0
     return float(np.nansum(h["nonfinite"].to_numpy(dtype=float)[_nonfinite_rows(h)]))
 
 
@@ -935,11 +939,13 @@ class Quantity:
     plot: str  # the views.plots function that shows where it comes from
     nan: str = SKIP  # its NaN policy, a key of NAN_POLICIES
     binary: bool = False  # a yes/no fact (1 or 0), quoted as a word
+    optional: tuple[str, ...] = ()  # columns it also reads where they exist (the steps a
+    #                                 GradScaler skipped, validation for the curve's shape)
 
     def __post_init__(self):
         if self.nan not in NAN_POLICIES:
             raise ValueError(f"nan must be one of {tuple(NAN_POLICIES)}, got {self.nan!r}")
-        unknown = [c for c in self.requires if columns.group_of(c) is None]
+        unknown = [c for c in self.requires + self.optional if columns.group_of(c) is None]
         if unknown:
             raise ValueError(f"{self.name} requires undeclared columns {unknown} "
                              "(declare them in evidence.columns)")
@@ -963,10 +969,12 @@ QUANTITIES: dict[str, Quantity] = {}
 
 
 def declare(compute: Callable[[pd.DataFrame], float], requires: tuple[str, ...], plot: str,
-            *, nan: str = SKIP, binary: bool = False, name: str | None = None) -> Quantity:
+            *, nan: str = SKIP, binary: bool = False, optional: tuple[str, ...] = (),
+            name: str | None = None) -> Quantity:
     """Add a quantity to the vocabulary (named after its function unless `name` says
     otherwise).  Other wings declare theirs the same way, e.g. an experiment's effect."""
-    quantity = Quantity(name or compute.__name__, compute, tuple(requires), plot, nan, binary)
+    quantity = Quantity(name or compute.__name__, compute, tuple(requires), plot, nan, binary,
+                        tuple(optional))
     if quantity.name in QUANTITIES:
         raise ValueError(f"quantity {quantity.name!r} is already declared")
     QUANTITIES[quantity.name] = quantity
@@ -985,37 +993,42 @@ DECLARED = (
     declare(loss_swing, ("loss",), "loss"),
     declare(loss_spikiness, ("loss",), "loss"),
     declare(loss_persistence, ("loss",), "loss"),
-    declare(unhealthy_curve, ("loss",), "loss", nan=COUNT, binary=True),
-    declare(grad_norm_max, ("grad_norm",), "gradients"),
-    declare(grad_cosine_end, ("grad_cosine",), "gradient_cosine", nan=STOP),
-    declare(grad_turn_end, ("grad_cosine",), "gradient_cosine", nan=STOP),
-    declare(grad_growth, ("grad_norm",), "gradients"),
-    declare(grad_norm_rising, ("grad_norm",), "gradients"),
-    declare(update_ratio_median, ("update_ratio",), "update_ratio"),
-    declare(update_ratio_start, ("update_ratio",), "update_ratio"),
-    declare(update_ratio_peak, ("update_ratio",), "update_ratio", nan=STOP),
-    declare(zero_grad_median, ("zero_grad_frac",), "zero_gradients"),
-    declare(grad_zero_steps, ("grad_norm",), "zero_gradients"),
-    declare(grad_carried_share, ("grad_carried",), "gradients"),
-    declare(loss_weight_median, ("loss_weight",), "loss_weight"),
+    declare(unhealthy_curve, ("loss",), "loss", nan=COUNT, binary=True, optional=("val_loss",)),
+    declare(grad_norm_max, ("grad_norm",), "gradients", optional=("step_skipped",)),
+    declare(grad_cosine_end, ("grad_cosine",), "gradient_cosine", nan=STOP,
+            optional=("step_skipped", "loss")),
+    declare(grad_turn_end, ("grad_cosine",), "gradient_cosine", nan=STOP,
+            optional=("step_skipped", "loss")),
+    declare(grad_growth, ("grad_norm",), "gradients", optional=("step_skipped",)),
+    declare(grad_norm_rising, ("grad_norm",), "gradients", optional=("step_skipped",)),
+    declare(update_ratio_median, ("update_ratio",), "update_ratio", optional=("step_skipped",)),
+    declare(update_ratio_start, ("update_ratio",), "update_ratio", optional=("step_skipped",)),
+    declare(update_ratio_peak, ("update_ratio",), "update_ratio", nan=STOP,
+            optional=("step_skipped", "loss")),
+    declare(zero_grad_median, ("zero_grad_frac",), "zero_gradients", optional=("step_skipped",)),
+    declare(grad_zero_steps, ("grad_norm",), "zero_gradients", optional=("step_skipped",)),
+    declare(grad_carried_share, ("grad_carried",), "gradients", optional=("step",)),
+    declare(loss_weight_median, ("loss_weight",), "loss_weight", optional=("loss_scaled",)),
     declare(output_backwards_median, ("output_backwards",), "loss_weight"),
-    declare(step_loss_weight, ("loss_weight", "output_backwards"), "loss_weight"),
-    declare(batchnorm_batch_median, ("batchnorm_train", "batch_size"), "batches"),
+    declare(step_loss_weight, ("loss_weight", "output_backwards"), "loss_weight",
+            optional=("loss_scaled",)),
+    declare(batchnorm_batch_median, ("batchnorm_train", "batch_size"), "batches",
+            optional=("output_backwards",)),
     declare(unoptimized_max, ("unoptimized_params",), "gradients"),
     declare(frozen_share, ("frozen_frac",), "weights"),
-    declare(param_no_grad_share, ("grad_norm/",), "gradients"),
-    declare(first_layer_grad_share, ("grad_norm/",), "gradients"),
+    declare(param_no_grad_share, ("grad_norm/",), "gradients", optional=("step_skipped",)),
+    declare(first_layer_grad_share, ("grad_norm/",), "gradients", optional=("step_skipped",)),
     declare(weight_norm_change, ("weight_norm",), "weights"),
-    declare(saturation_median, ("act_mean/",), "activations"),
-    declare(saturation_start, ("act_mean/",), "activations"),
-    declare(dead_start, ("act_mean/",), "activations"),
-    declare(dead_end, ("act_mean/",), "activations"),
+    declare(saturation_median, ("act_mean/", "saturated_frac/"), "activations"),
+    declare(saturation_start, ("act_mean/", "saturated_frac/"), "activations"),
+    declare(dead_start, ("act_mean/", "dead_frac/"), "activations"),
+    declare(dead_end, ("act_mean/", "dead_frac/"), "activations"),
     declare(input_absmax, ("input_absmax",), "inputs"),
-    declare(input_magnitude, ("input_absmax",), "inputs"),
-    declare(input_scale_spread, ("input_absmax",), "inputs"),
+    declare(input_magnitude, ("input_absmax", "input_std_ratio"), "inputs"),
+    declare(input_scale_spread, ("input_absmax", "input_std_ratio"), "inputs"),
     declare(eval_input_shift, ("eval_input_shift",), "eval_inputs"),
     declare(batch_size_median, ("batch_size",), "batches"),
-    declare(input_is_tokens, ("input_absmax",), "inputs", binary=True),
+    declare(input_is_tokens, ("input_absmax", "input_std_ratio"), "inputs", binary=True),
     declare(output_scale_start, ("output_std",), "outputs"),
     declare(output_grad_zero_median, ("output_grad_zero_frac",), "output_gradient"),
     declare(output_grad_floor, ("output_grad_min",), "output_gradient"),
@@ -1038,7 +1051,7 @@ DECLARED = (
     declare(train_eval_gap_z, ("loss", "val_loss"), "validation"),
     declare(dropout_rate, ("dropout_rate",), "validation"),
     declare(eval_mode_share, ("train_mode",), "train_mode"),
-    declare(label_purity_median, ("label_purity",), "batches"),
+    declare(label_purity_median, ("label_purity",), "batches", optional=("batch_size",)),
     declare(data_time_share, ("t_data", "t_forward", "t_backward", "t_step"), "timing"),
     declare(pad_attention_median, ("pad_attention",), "padding"),
     declare(pad_sensitivity_max, ("pad_sensitivity",), "padding"),
@@ -1046,14 +1059,15 @@ DECLARED = (
     declare(step_size_change, ("update_norm", "grad_norm"), "update_ratio"),
     declare(step_size_change_early, ("update_norm", "grad_norm"), "update_ratio"),
     declare(lr_change_early, ("lr",), "update_ratio"),
-    declare(first_layer_grad_share_start, ("grad_norm/",), "gradients"),
-    declare(clipped_grad_norm, ("grad_norm",), "gradients"),
-    declare(nonfinite_from_backward, ("loss", "nonfinite"), "loss", nan=COUNT, binary=True),
+    declare(first_layer_grad_share_start, ("grad_norm/",), "gradients", optional=("step_skipped",)),
+    declare(clipped_grad_norm, ("grad_norm",), "gradients", optional=("step_skipped",)),
+    declare(nonfinite_from_backward, ("loss", "nonfinite"), "loss", nan=COUNT, binary=True,
+            optional=("step_skipped",)),
     declare(backward_skip_share, ("loss", "step_skipped"), "output_gradient", nan=COUNT),
     # the trailing window of a run in progress (live alerts)
     declare(nonfinite_steps, ("loss",), "loss", nan=COUNT),
     declare(first_nonfinite_step, ("loss",), "loss", nan=COUNT),
-    declare(nonfinite_values, ("loss",), "loss", nan=COUNT),
+    declare(nonfinite_values, ("loss", "nonfinite"), "loss", nan=COUNT),
     declare(grad_norm_first, ("grad_norm",), "gradients"),
     declare(grad_norm_last, ("grad_norm",), "gradients"),
     declare(grad_or_loss_rose, ("grad_norm", "loss"), "gradients", binary=True),

@@ -8,7 +8,7 @@ it clear of the healthy population, and every page that shows a threshold shows 
 
 from __future__ import annotations
 
-# The healthy band of the update ratio ||dw|| / ||w|| per step.  Under 1e-4 the weights
+# The healthy band of the update ratio ‖Δw‖ / ‖w‖ per step.  Under 1e-4 the weights
 # need more than 10^4 steps to move by their own size; over 1e-1 a step moves them by a
 # tenth of their norm and overshoots any curvature the model has.
 UPDATE_RATIO_LOW, UPDATE_RATIO_HIGH = 1e-4, 1e-1
