@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..evidence.alerts import ALL_OPTIMIZED  # noqa: F401 - shared with the live alert
 from ..evidence.signatures import Condition as C
 from ..evidence.thresholds import LOSS_ROSE, UPDATE_RATIO_LOW
 
@@ -108,12 +109,6 @@ SCALED = C("loss_scaled_share", ">=", 0.5, "share of steps taken by a GradScaler
            label_zh="由 GradScaler 执行的步数比例",
            why_zh="步子由 GradScaler 执行（记录时检查）：在 unscale_() 之前，它的缩放因子（起初为 65536）"
                   "乘在每个梯度上")
-ALL_OPTIMIZED = C("unoptimized_max", "<=", 0.5, "parameters outside the optimizer",
-                  "every parameter that gets a gradient is in the optimizer (checked when "
-                  "recorded): otherwise that alone explains weights that do not move",
-                  log=False, required=False, role="guard",
-                  label_zh="不在优化器中的参数",
-                  why_zh="每个得到梯度的参数都在优化器中（记录时检查）：否则单凭这一点就能解释权重为什么不动")
 ALL_CONNECTED = C("param_no_grad_share", "<=", 0.05, "share of parameters never given "
                   "a gradient", "every parameter tensor gets some gradient: none is cut "
                   "off from the loss (a .detach() or an unused branch would explain a "

@@ -7,6 +7,7 @@ from dataclasses import replace
 from ..basics.recipes import Scale, Set
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
+from ..evidence.thresholds import LOSS_ROSE
 from .conditions import (
     ALL_CONNECTED,
     ALL_OPTIMIZED,
@@ -286,7 +287,7 @@ NO_SHUFFLE = Fault(
           "means batches hold one class", log=False, unit=0.05,
           label_zh="批次中主类别比例的中位数",
           why_zh="从 3 个平衡类别中打乱抽出的 64 个样本，约有 40% 属于同一类；99% 意味着每个批次只有一个类别"),
-        C("loss_peak_ratio", ">=", 1.5, "loss peak over start",
+        C("loss_peak_ratio", ">=", LOSS_ROSE, "loss peak over start",
           "and the loss swings well above where it started", role="effect",
           label_zh="损失峰值与初始值之比",
           why_zh="而且损失的摆动远高于它的起点"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..basics.recipes import Scale, Set
-from ..evidence.alerts import PARALLEL_GRADIENTS
+from ..evidence.alerts import CARRIED, MIXED_BATCHES, NEVER_EMPTIED, PARALLEL_GRADIENTS
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
 from ..evidence.thresholds import ACCUMULATING_TURN
@@ -57,35 +57,14 @@ NO_ZERO_GRAD = Fault(
           suffix_zh="x（相对第 0 步的值）"),
         GRADIENTS_FLOW,  # a dead layer leaves one bias's gradient: parallel, not summed
         ALL_OPTIMIZED,
-        C("label_purity_median", "<=", 0.99, "median share of the batch's main class",
-          "unless every batch holds one class: unshuffled data also make consecutive "
-          "gradients parallel (checked only when label columns exist)",
-          log=False, unit=0.05, required=False, role="guard",
-          label_zh="批次中主类别比例的中位数",
-          why_zh="除非每个批次只有一个类别：未打乱的数据也会让相邻梯度平行（只在有标签列时检查）"),
-        C("grad_carried_share", ">=", 0.5, "share of steps whose gradient was never emptied",
-          "where the Monitor saw .grad at each backward pass, most steps found it never "
-          "emptied: a loop that empties it every step reads 0, and parallel gradients then "
-          "have another cause (a model whose input no longer varies, such as one that "
-          "attends only to padding)", log=False, unit=0.1, required=False, role="guard",
-          label_zh="梯度从未被清空的步数比例",
-          why_zh="在 Monitor 能看到每次反向传播时 .grad 的地方，大多数步都发现它从未被清空：每一步都清空它"
-                 "的循环读数为 0，这时平行的梯度另有原因（模型的输入不再变化，比如只关注填充的模型）"),
+        MIXED_BATCHES,
+        CARRIED,
     ), "the gradients are accumulating - is zero_grad() called every step?",
        verdict_zh="梯度在不断累加：每一步都调用了 zero_grad() 吗？"),
     # The accumulation itself, seen where it happens: under clipping, or with Adam's
     # normalised steps, the running sum need not stay parallel or grow.
     also=(Signature((
-        C("grad_carried_share", ">=", 0.5, "share of steps whose gradient was never emptied",
-          "a loop that zeroes its gradients finds .grad empty at some backward pass of "
-          "every step (0 in every healthy run, with clipping, loss scaling and "
-          "micro-batches); a forgotten zero_grad() never does, and one that runs once "
-          "per epoch of n steps misses n - 1 of them",
-          log=False, unit=0.1,
-          label_zh="梯度从未被清空的步数比例",
-          why_zh="每一步都清零梯度的循环，在该步的某一次反向传播时会发现 .grad 是空的（所有健康运行中都为 "
-                 "0，包括梯度裁剪、损失缩放和微批次累加）；忘了 zero_grad() 的循环永远不会；每个 epoch "
-                 "只清零一次、每个 epoch 有 n 步的循环，有 n - 1 步没有清空"),
+        NEVER_EMPTIED,
         ALL_OPTIMIZED,  # an optimizer holding other tensors zeroes those, not these
     ), "every step's gradient was added to the last one's - is zero_grad() called every "
        "step?",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..basics.recipes import Scale, Set
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
-from ..evidence.thresholds import UPDATE_RATIO_HIGH
+from ..evidence.thresholds import ACCUMULATING_TURN, UPDATE_RATIO_HIGH
 from .conditions import (
     ALL_CONNECTED,
     ALL_OPTIMIZED,
@@ -343,12 +343,12 @@ EXPLODING_GRADIENTS = Fault(
           role="guard",
           label_zh="非有限输入值",
           why_zh="数据是有限的：溢出是训练造成的"),
-        C("update_ratio_start", "<=", 0.1, "update ratio of the first steps",
+        C("update_ratio_start", "<=", UPDATE_RATIO_HIGH, "update ratio of the first steps",
           "the first steps were of ordinary size: the blow-up built up over steps "
           "(a rate that overshoots at once is huge_lr)", role="guard",
           label_zh="最初几步的更新比",
           why_zh="最初几步的大小普通：爆炸是在多步之中积累起来的（一上来就越过头的学习率是 huge_lr）"),
-        C("grad_cosine_end", "<=", 0.95, "gradient cosine",
+        C("grad_cosine_end", "<=", 1 - ACCUMULATING_TURN, "gradient cosine",
           "consecutive gradients were not one running sum (that is no_zero_grad)",
           log=False, unit=0.01, required=False, role="guard",
           label_zh="相邻梯度余弦",

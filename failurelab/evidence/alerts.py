@@ -34,6 +34,47 @@ PARALLEL_GRADIENTS = Condition(
     why_zh="t 个梯度的滑动和每步只变化 t 项中的一项，所以相邻两个和几乎平行（转角 ~1/t^2）；在每个健康"
            "的运行中，新鲜小批次的梯度转角都在 0.35 或以上")
 
+# Guards the catalogue's no_zero_grad shares with the alert: parallel gradients have other
+# causes (one-class batches, a model whose input no longer varies, weights the optimizer
+# never steps), told apart where the history records them.
+MIXED_BATCHES = Condition(
+    "label_purity_median", "<=", 0.99, "median share of the batch's main class",
+    "unless every batch holds one class: unshuffled data also make consecutive "
+    "gradients parallel (checked only when label columns exist)",
+    log=False, unit=0.05, required=False, role="guard",
+    label_zh="批次中主类别比例的中位数",
+    why_zh="除非每个批次只有一个类别：未打乱的数据也会让相邻梯度平行（只在有标签列时检查）")
+CARRIED = Condition(
+    "grad_carried_share", ">=", 0.5, "share of steps whose gradient was never emptied",
+    "where the Monitor saw .grad at each backward pass, most steps found it never "
+    "emptied: a loop that empties it every step reads 0, and parallel gradients then "
+    "have another cause (a model whose input no longer varies, such as one that "
+    "attends only to padding)", log=False, unit=0.1, required=False, role="guard",
+    label_zh="梯度从未被清空的步数比例",
+    why_zh="在 Monitor 能看到每次反向传播时 .grad 的地方，大多数步都发现它从未被清空：每一步都清空它"
+           "的循环读数为 0，这时平行的梯度另有原因（模型的输入不再变化，比如只关注填充的模型）")
+# The accumulation itself, seen where it happens (under clipping, or with Adam's
+# normalised steps, the running sum need not stay parallel or grow): the catalogue's
+# second route for no_zero_grad and the alert's.
+NEVER_EMPTIED = Condition(
+    "grad_carried_share", ">=", 0.5, "share of steps whose gradient was never emptied",
+    "a loop that zeroes its gradients finds .grad empty at some backward pass of "
+    "every step (0 in every healthy run, with clipping, loss scaling and "
+    "micro-batches); a forgotten zero_grad() never does, and one that runs once "
+    "per epoch of n steps misses n - 1 of them",
+    log=False, unit=0.1,
+    label_zh="梯度从未被清空的步数比例",
+    why_zh="每一步都清零梯度的循环，在该步的某一次反向传播时会发现 .grad 是空的（所有健康运行中都为 "
+           "0，包括梯度裁剪、损失缩放和微批次累加）；忘了 zero_grad() 的循环永远不会；每个 epoch "
+           "只清零一次、每个 epoch 有 n 步的循环，有 n - 1 步没有清空")
+ALL_OPTIMIZED = Condition(
+    "unoptimized_max", "<=", 0.5, "parameters outside the optimizer",
+    "every parameter that gets a gradient is in the optimizer (checked when "
+    "recorded): otherwise that alone explains weights that do not move",
+    log=False, required=False, role="guard",
+    label_zh="不在优化器中的参数",
+    why_zh="每个得到梯度的参数都在优化器中（记录时检查）：否则单凭这一点就能解释权重为什么不动")
+
 MESSAGES = {
     "nonfinite": Text("non-finite values from step {first_nonfinite_step:.0f} "
                       "({nonfinite_values:.0f} in loss and gradients): stop and find where "
@@ -47,6 +88,11 @@ MESSAGES = {
                          "相邻梯度互相平行（余弦中位数 {grad_cosine_end:.4f}），同时梯度范数从 "
                          "{grad_norm_first:.3g} 变为 {grad_norm_last:.3g}：梯度在各步之间不断累加。"
                          "每次 backward 之前都调用了 zero_grad() 吗？"),
+    "never_emptied": Text("the gradient was never emptied on {grad_carried_share:.0%} of the "
+                          "steps: gradients are adding up across steps - is zero_grad() "
+                          "called before each backward?",
+                          "{grad_carried_share:.0%} 的步里梯度从未被清空：梯度在各步之间不断累加。"
+                          "每次 backward 之前都调用了 zero_grad() 吗？"),
     "grad_spike": Text("gradient norm {grad_norm_last:.3g} is {grad_norm_jump:.1f}x its "
                        "recent median {grad_norm_before_last:.3g}: an explosion may be starting",
                        "梯度范数 (gradient norm) {grad_norm_last:.3g} 是近期中位数 "
@@ -68,7 +114,8 @@ MESSAGES = {
                     "最近 {steps_seen:.0f} 步损失的相对波动为 {loss_spread:.2%}（< 1%）：损失已停在 "
                     "{loss_level:.3g} 不再变化"),
 }
-KINDS = {"ratio_high": "update_ratio", "ratio_low": "update_ratio"}  # message -> Alert.kind
+KINDS = {"ratio_high": "update_ratio", "ratio_low": "update_ratio",  # message -> Alert.kind
+         "never_emptied": "accumulating"}
 STEP = Text("step {step}: {message}", "第 {step} 步：{message}")
 
 
@@ -91,15 +138,16 @@ def alerts(history: pd.DataFrame, window: int = WINDOW,
     if history.empty or "loss" not in history:
         return []
     step = int(history["step"].iloc[-1]) if "step" in history else len(history) - 1
-    found = []
+    found, kinds = [], set()
     for rule in rules(window):
         recent = history.iloc[-(window + rule.lookback):]
         evidence = rule.signature.evaluate(rule.key, recent)
-        if evidence.fired:
+        kind = KINDS.get(rule.key, rule.key)
+        if evidence.fired and kind not in kinds:  # one alert per kind: its first route
+            kinds.add(kind)
             values = {**evidence.values, **{q: QUANTITIES[q](recent) for q in rule.quotes},
                       "limit": rule.signature.conditions[0].threshold}
-            found.append(Alert(step, KINDS.get(rule.key, rule.key),
-                               MESSAGES[rule.key].say(lang, **values), lang))
+            found.append(Alert(step, kind, MESSAGES[rule.key].say(lang, **values), lang))
     return found
 
 
@@ -136,10 +184,12 @@ def rules(window: int = WINDOW) -> tuple[Rule, ...]:
         Rule("nonfinite", sign(_at_least("nonfinite_steps", 0.5, "steps with non-finite "
                                          "values", log=False)),
              ("first_nonfinite_step", "nonfinite_values")),
-        Rule("accumulating", sign(PARALLEL_GRADIENTS, seen(4),
+        Rule("accumulating", sign(PARALLEL_GRADIENTS, MIXED_BATCHES, CARRIED, ALL_OPTIMIZED,
+                                  seen(4),
                                   _at_least("grad_or_loss_rose", 0.5, "gradient or loss "
                                             "rose", log=False, role="guard")),
              ("grad_cosine_end", "grad_norm_first", "grad_norm_last")),
+        Rule("never_emptied", sign(NEVER_EMPTIED, ALL_OPTIMIZED)),
         Rule("grad_spike", sign(_at_least("grad_norm_jump", SPIKE, "gradient norm over its "
                                           "recent median"), seen(window + 1)),
              ("grad_norm_last", "grad_norm_before_last"), lookback=1),
