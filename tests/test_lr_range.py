@@ -185,5 +185,5 @@ def test_batches_that_run_out_and_unknown_inputs_are_refused_clearly():
     with pytest.raises(ValueError, match="ran out after 16 steps"):
         fl.lr_range_test((model, optimizer, loss_fn, iter(batches)))
     assert optimizer.param_groups[0]["lr"] == 0.05
-    with pytest.raises(TypeError, match="Recipe or fault name"):
+    with pytest.raises(TypeError, match="Recipe or task name"):
         fl.lr_range_test(model)
