@@ -28,7 +28,6 @@ KEEP_ENTRIES = 2**16  # forward tensors larger than this are sampled or reduced 
 # entries, a few passes in its hook) is read on UNITS_READ of them (64 x 2^10 = 2^16 =
 # KEEP_ENTRIES), in runs of UNIT_RUN neighbours: a 64-byte line of float32.
 UNITS_WHOLE, UNITS_READ, UNIT_RUN = 2**12, 2**10, 16
-ZERO_GRAD_FRAC = 5  # its place in the table of `probes.chained_columns` and `sampled_columns`
 _ACTIVATION_KINDS = {torch.nn.Sigmoid: "sigmoid", torch.nn.Tanh: "tanh",
                      torch.nn.ReLU: "relu"}
 
@@ -149,13 +148,14 @@ class Parameters(Instrument):
             self.buffers.carry(k)
         absent, self.absent = self.absent, {}
         bad = [0] * k
+        zero_frac = self.computed.index("zero_grad_frac")  # read by name, not by place
         for slot in broken.keys() | absent.keys():  # rare: recount this step's zeros
             v = values[slot] = list(values[slot])
-            bad[slot], v[ZERO_GRAD_FRAC] = broken.get(slot, (0, v[ZERO_GRAD_FRAC]))
+            bad[slot], v[zero_frac] = broken.get(slot, (0, v[zero_frac]))
             if slot in absent:  # a sparse gradient's absent rows are not zeros
                 n, gone = self.buffers.step_grads(slot).numel(), absent[slot]
                 zeros = int((self.buffers.step_grads(slot) == 0).sum()) - gone
-                v[ZERO_GRAD_FRAC] = zeros / (n - gone) if n > gone else _NAN
+                v[zero_frac] = zeros / (n - gone) if n > gone else _NAN
         nan = [_NAN] * len(values[0])  # economy: for the steps it does not observe
         values = [values[slot] if slot is not None else nan for slot in slots]
         bad = [bad[slot] if slot is not None else _NAN for slot in slots]

@@ -46,10 +46,19 @@ from .misuse import Misuse, MonitorWarning, scalar_loss, warn  # noqa: F401 - pu
 from .shift import EvalInputs
 from .table import Table
 
-# A preset is a set of column groups and how often the gradient columns are observed.
-PRESETS = {"full": (("parameters", "layers", "inputs", "outputs", "activations"), 1),
-           "economy": (("parameters",), 10)}
-ECONOMY_INTERVAL = PRESETS["economy"][1]
+
+@dataclass(frozen=True)
+class Preset:
+    """A set of column groups (see evidence.columns) and how often the gradient columns
+    are observed (every `interval`-th step)."""
+
+    groups: tuple[str, ...]
+    interval: int
+
+
+PRESETS = {"full": Preset(("parameters", "layers", "inputs", "outputs", "activations"), 1),
+           "economy": Preset(("parameters",), 10)}
+ECONOMY_INTERVAL = PRESETS["economy"].interval
 CHUNK_STEPS = 32  # steps whose statistics are computed together
 CHUNK_BYTES = 64 * 2**20  # ...unless their pending copies would exceed this
 GLOBAL_COLUMNS = ("step", "loss", "grad_norm", "weight_norm", "update_norm", "update_ratio",
@@ -113,7 +122,7 @@ class Monitor:
         # is deliberate, but a stall in such a model may be the frozen body's alone
         self._frozen = 1 - sum(p.numel() for _, p in named) / total
         self.preset = preset
-        groups, self._interval = PRESETS[preset]
+        groups, self._interval = PRESETS[preset].groups, PRESETS[preset].interval
         self._params = [p for _, p in named]
         self._optimizer = optimizer
         optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
