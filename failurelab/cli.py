@@ -346,7 +346,7 @@ def table(headers, rows) -> str:
     widths = [max(_width(str(h)), *(_width(r[i]) for r in rows)) if rows else _width(str(h))
               for i, h in enumerate(headers)]
     def line(cells):
-        return "  ".join(c + " " * (w - _width(c)) for c, w in zip(cells, widths)).rstrip()
+        return "  ".join(c + " " * (w - _width(c)) for c, w in zip(cells, widths, strict=False)).rstrip()
     return "\n".join([line(map(str, headers)), line("-" * w for w in widths),
                       *(line(r) for r in rows)])
 

@@ -155,7 +155,8 @@ def test_a_users_own_parts_are_swept_and_restored_and_the_suggestion_trains():
     assert all(torch.equal(state[i]["momentum_buffer"], s["momentum_buffer"])
                for i, s in before[1]["state"].items())
     assert optimizer.param_groups[0]["lr"] == 0.05
-    assert not model.training and all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), grads))
+    assert not model.training and all(torch.equal(p.grad, g)
+                                      for p, g in zip(model.parameters(), grads, strict=True))
     assert np.isfinite(_train_at(result.suggested_lr)).all()
     assert _progress(_train_at(result.suggested_lr)) >= 0.5 * _progress(_train_at(0.05))
 

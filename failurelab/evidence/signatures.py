@@ -188,7 +188,7 @@ class Signature:
                             if c.role == "effect"] or [min(CAP, min(margins))]
         score = min(graded)
         parts = [c.describe(values[c.quantity], lang) + ("" if fired or m >= 0 else " ✗")
-                 for c, m in zip(self.conditions, margins) if _worth_saying(c, m, values)]
+                 for c, m in zip(self.conditions, margins, strict=True) if _worth_saying(c, m, values)]
         measured = AND.pick(lang).join(parts)
         sentence = VERDICT.say(lang, measured=measured, verdict=self.says(lang)) if fired \
             else measured

@@ -235,7 +235,7 @@ def _restore(subject: _Subject, saved) -> None:
     weights, optimizer_state, modes, grads = saved
     subject.model.load_state_dict(weights)
     subject.optimizer.load_state_dict(optimizer_state)
-    for module, training in zip(subject.model.modules(), modes):
+    for module, training in zip(subject.model.modules(), modes, strict=True):
         module.training = training
-    for p, grad in zip(subject.model.parameters(), grads):
+    for p, grad in zip(subject.model.parameters(), grads, strict=True):
         p.grad = grad

@@ -142,7 +142,7 @@ def _train(parts: Parts, preset: str, device: torch.device):
             t_forward = t_backward = 0.0
             losses, outputs = [], []
             # One backward per micro-batch; with accumulate = 1 the whole batch at once.
-            for X_part, y_part in zip(X.chunk(recipe.accumulate), y.chunk(recipe.accumulate)):
+            for X_part, y_part in zip(X.chunk(recipe.accumulate), y.chunk(recipe.accumulate), strict=True):
                 ta = time.thread_time()
                 with torch.autocast(device.type, dtype=amp_dtype, enabled=use_amp):
                     logits = model(X_part)  # (B / accumulate, classes)

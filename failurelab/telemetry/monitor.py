@@ -559,7 +559,7 @@ class Monitor:
         table = self._table
         gathered = [c for c in _GATHERED if c in table.index]
         local = [{**{c: table.value(row, c) for c in gathered}, **part}
-                 for row, part in zip(table.rows, table.partials)]
+                 for row, part in zip(table.rows, table.partials, strict=True)]
         by_rank = distributed.gather(local)  # the collective: every rank gets here
         try:
             merged = distributed.merge(by_rank)
@@ -568,7 +568,7 @@ class Monitor:
             warn(f"the ranks' columns could not be merged ({type(exc).__name__}: {exc}); "
                  f"each rank's history keeps its own")
         if self._rank == 0 and merged is not None:
-            for row, values in zip(table.rows, merged):
+            for row, values in zip(table.rows, merged, strict=True):
                 table.set(row, values)
         elif self._rank != 0 and self._other_ranks == "none":
             table.rows = []
@@ -630,7 +630,7 @@ def _read_losses(steps: list[_Step]) -> None:
     kept = [s for s in steps if isinstance(s.loss, torch.Tensor)]
     if kept:
         values = torch.stack([s.loss.float() for s in kept]).tolist()
-        for step, value in zip(kept, values):
+        for step, value in zip(kept, values, strict=False):
             step.loss = value
 
 

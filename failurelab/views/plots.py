@@ -340,7 +340,7 @@ def overview(run_or_runs) -> Figure:
     """The six main instruments in a 2x3 grid, for a first look at a run."""
     fig, axes = _pyplot().subplots(2, 3, figsize=(15, 7), layout="constrained")
     for draw, ax in zip((loss, gradients, update_ratio, activations, validation, inputs),
-                        axes.flat):
+                        axes.flat, strict=False):
         draw(run_or_runs, ax=ax)
         ax.set_title(draw.__name__)
         if ax.get_legend() is not None:  # beside each panel would narrow the whole grid
@@ -422,7 +422,7 @@ def _plot(ax, items, names, smooth=1, what=None) -> list[str]:
 
     One run: a colour per column.  Several: a colour per run, a line style per column.
     Returns the notes on what is missing."""
-    names = dict(zip(names, names)) if not isinstance(names, dict) else names
+    names = dict(zip(names, names, strict=True)) if not isinstance(names, dict) else names
     one_run = len(items) == 1
     keyed = not one_run and len(names) > 1  # colour per run, style per column: keys
     shown_as = _twin_labels(items, names)
