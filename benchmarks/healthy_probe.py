@@ -600,9 +600,9 @@ def run(name: str, seed: int, monitor: bool = True):
                 loop.schedule.step()
             if ema is not None:
                 with torch.no_grad():
-                    for pe, pm in zip(ema.parameters(), model.parameters()):
+                    for pe, pm in zip(ema.parameters(), model.parameters(), strict=True):
                         pe.lerp_(pm, 1 - loop.ema)
-                    for be, bm in zip(ema.buffers(), model.buffers()):
+                    for be, bm in zip(ema.buffers(), model.buffers(), strict=True):
                         be.copy_(bm)
             extra = {}
             if loop.validate and (step % 20 == 0 or step == loop.steps - 1):

@@ -50,7 +50,7 @@ from failurelab.lab.train import endless_batches
 
 def mlp_parts(steps: int):
     parts = fl.build(fl.baseline("tabular"), seed=0)
-    batches = [b for _, b in zip(range(steps), endless_batches(parts.train_loader))]
+    batches = [b for _, b in zip(range(steps), endless_batches(parts.train_loader), strict=False)]
     return parts.model, parts.optimizer, parts.loss_fn, batches
 
 
@@ -204,7 +204,7 @@ def measure(name: str, make, steps: int, repeats: int, targets: dict, floor: boo
     for variant in variants:
         # each repeat's own ratio: the machine's speed drifts between repeats (minutes
         # apart) far more than between the variants of one repeat (seconds apart)
-        ratio = statistics.median(t / p for t, p in zip(times[variant], times["plain"]))
+        ratio = statistics.median(t / p for t, p in zip(times[variant], times["plain"], strict=True))
         target = targets.get(variant)
         verdict = "" if target is None else f"{target:>8.2f}  {'met' if ratio <= target else 'MISSED'}"
         print(f"{variant:<14}{medians[variant] * 1e6:>10.1f}{ratio:>8.2f}{verdict}")

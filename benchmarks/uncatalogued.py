@@ -261,7 +261,7 @@ def row_logsoftmax(seeds, workers) -> None:
     plain = run_all(plain_fingerprint, [(n, s) for n in names for s in seeds], workers)
     by = {(r["name"], r["seed"], r["form"]): r for r in results}
     refs = [by[(n, s, "log_softmax")] for n in names for s in seeds]
-    untouched = sum(r["fingerprint"] == p for r, p in zip(refs, plain))
+    untouched = sum(r["fingerprint"] == p for r, p in zip(refs, plain, strict=False))
     print(f"\n{len(results) + len(plain)} runs in {time.perf_counter() - started:.0f} s; "
           f"the gap-recording loss leaves {untouched}/{len(plain)} runs bitwise equal to "
           f"plain fl.run")
@@ -273,7 +273,7 @@ def row_logsoftmax(seeds, workers) -> None:
                 continue
             other = [by[(name, s, form)] for s in seeds]
             dtype = torch.float16 if form == "autocast" else torch.float32
-            compared = [_compare(r, o) for r, o in zip(ref, other)]
+            compared = [_compare(r, o) for r, o in zip(ref, other, strict=False)]
             rows.append([f"`{name}`" + (" (in autocast)" if form == "autocast" else ""),
                          span([r["train_true"] for r in ref]),
                          span([r["train_spread"] for r in ref]),

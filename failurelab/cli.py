@@ -100,8 +100,8 @@ def cmd_run(args) -> int:
     failurelab run fp16_no_scaling --device cuda
     """
     from .catalogue.diagnosis import diagnose
+    from .catalogue.faults import run as train
     from .course.report import comparison, measure, verdict
-    from .lab.train import run as train
 
     if args.name in TASKS:
         return _run_baseline(args)
@@ -125,7 +125,7 @@ def cmd_run(args) -> int:
 
 def _run_baseline(args) -> int:
     from .catalogue.diagnosis import diagnose
-    from .lab.train import run as train
+    from .catalogue.faults import run as train
     from .views import plots
 
     _check_outputs(args)
@@ -163,7 +163,7 @@ def cmd_verify(args) -> int:
     """
     seeds = seeds_from(args.seeds)
     names = faults_from(args.faults)
-    from .lab.sweep import summary, verify  # torch: only once the options are known to be good
+    from .catalogue.sweep import summary, verify  # torch: only once the options are known to be good
 
     notice_other_build(sys.stderr)
     started = time.perf_counter()
@@ -354,7 +354,7 @@ def table(headers, rows) -> str:
     widths = [max(_width(str(h)), *(_width(r[i]) for r in rows)) if rows else _width(str(h))
               for i, h in enumerate(headers)]
     def line(cells):
-        return "  ".join(c + " " * (w - _width(c)) for c, w in zip(cells, widths)).rstrip()
+        return "  ".join(c + " " * (w - _width(c)) for c, w in zip(cells, widths, strict=False)).rstrip()
     return "\n".join([line(map(str, headers)), line("-" * w for w in widths),
                       *(line(r) for r in rows)])
 

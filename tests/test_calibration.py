@@ -14,9 +14,9 @@ from failurelab.evidence.signatures import Condition, Evidence, Signature
 
 
 def _signature(guarded: bool) -> Signature:
-    conditions = [Condition("grad_growth", True, 2.0, "gradient norm", "a toy mechanism")]
+    conditions = [Condition("grad_growth", ">=", 2.0, "gradient norm", "a toy mechanism")]
     if guarded:
-        conditions.append(Condition("float16_share", True, 0.5, "float16 outputs",
+        conditions.append(Condition("float16_share", ">=", 0.5, "float16 outputs",
                                     "only float16 runs can fire", role="guard"))
     return Signature(tuple(conditions), "toy")
 

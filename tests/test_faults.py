@@ -115,7 +115,7 @@ def test_thresholds_sit_outside_the_recorded_healthy_population():
     from failurelab.catalogue import healthy
 
     for fault in fl.FAULTS.values():
-        for signature, ranges in zip(fault.signatures, healthy.ROUTES[fault.name]):
+        for signature, ranges in zip(fault.signatures, healthy.ROUTES[fault.name], strict=True):
             for c in signature.conditions:  # past every healthy run its guards admit
                 if c.role == "guard" or c.quantity not in ranges:
                     continue

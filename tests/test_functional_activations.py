@@ -16,10 +16,10 @@ FUNCTIONS = (F.relu, torch.sigmoid, lambda x: x.tanh())
 class Functional(nn.Module):
     def __init__(self, widths):
         super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths, widths[1:]))
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths, widths[1:], strict=False))
 
     def forward(self, x):
-        for layer, act in zip(self.layers, (*FUNCTIONS, None)):
+        for layer, act in zip(self.layers, (*FUNCTIONS, None), strict=False):
             x = layer(x)
             x = act(x) if act is not None else x
         return x
@@ -61,8 +61,8 @@ def test_functional_activations_read_the_same_as_their_modules():
 def sequential_like(widths):
     """The module form of `Functional`, built in the same order under the same seed, so
     its Linear layers get the same initial weights."""
-    layers = [nn.Linear(a, b) for a, b in zip(widths, widths[1:])]
-    return nn.Sequential(*[m for layer, act in zip(layers, (*ACTIVATIONS, None))
+    layers = [nn.Linear(a, b) for a, b in zip(widths, widths[1:], strict=False)]
+    return nn.Sequential(*[m for layer, act in zip(layers, (*ACTIVATIONS, None), strict=False)
                            for m in ((layer,) if act is None else (layer, act()))])
 
 

@@ -47,7 +47,7 @@ def test_the_sweep_stops_where_the_loss_blows_up_and_plots():
     assert result.suggested_lr == pytest.approx(result.minimum_lr
                                                 / lr_range.NORMALISED_EDGE_SAFETY)
     assert result.minimum_lr < result.diverged_lr
-    ax = result.plot()
+    ax = fl.plots.lr_range(result)
     assert ax.get_xscale() == "log" and ax.get_xlabel() == "learning rate"
 
 
@@ -155,7 +155,8 @@ def test_a_users_own_parts_are_swept_and_restored_and_the_suggestion_trains():
     assert all(torch.equal(state[i]["momentum_buffer"], s["momentum_buffer"])
                for i, s in before[1]["state"].items())
     assert optimizer.param_groups[0]["lr"] == 0.05
-    assert not model.training and all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), grads))
+    assert not model.training and all(torch.equal(p.grad, g)
+                                      for p, g in zip(model.parameters(), grads, strict=True))
     assert np.isfinite(_train_at(result.suggested_lr)).all()
     assert _progress(_train_at(result.suggested_lr)) >= 0.5 * _progress(_train_at(0.05))
 
@@ -185,5 +186,5 @@ def test_batches_that_run_out_and_unknown_inputs_are_refused_clearly():
     with pytest.raises(ValueError, match="ran out after 16 steps"):
         fl.lr_range_test((model, optimizer, loss_fn, iter(batches)))
     assert optimizer.param_groups[0]["lr"] == 0.05
-    with pytest.raises(TypeError, match="Recipe or fault name"):
+    with pytest.raises(TypeError, match="Recipe or task name"):
         fl.lr_range_test(model)

@@ -334,7 +334,7 @@ def test_large_activations_are_read_on_sampled_units_that_match_a_reference():
     history = mon.history
     mon.close()
     assert 0 < history["dead_frac/3"].iloc[0] < 1 and history["saturated_frac/1"].iloc[0] > 0
-    for i, (on_sample, on_all) in enumerate(zip(sampled, whole)):
+    for i, (on_sample, on_all) in enumerate(zip(sampled, whole, strict=True)):
         for column, value in on_sample.items():
             assert history[column].iloc[i] == pytest.approx(value, rel=1e-5, abs=1e-7), column
         # 1024 of 16384 units, read without replacement: a mean over them is off the

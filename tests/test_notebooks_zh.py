@@ -35,7 +35,7 @@ def test_the_code_cells_are_the_english_ones(path):
     english, chinese = _cells(NOTEBOOKS / path.name), _cells(path)
     assert [c["cell_type"] for c in chinese] == [c["cell_type"] for c in english], \
         "the editions must have the same cells in the same order"
-    for i, (en, zh) in enumerate(zip(english, chinese)):
+    for i, (en, zh) in enumerate(zip(english, chinese, strict=True)):
         if en["cell_type"] == "code":
             assert _source(zh) == _source(en), f"{path.name} cell {i}: code differs"
             assert zh.get("metadata") == en.get("metadata"), f"{path.name} cell {i}"
@@ -44,7 +44,7 @@ def test_the_code_cells_are_the_english_ones(path):
 @pytest.mark.parametrize("path", CHINESE, ids=lambda p: p.name)
 def test_every_markdown_cell_is_written_in_chinese(path):
     english = _cells(NOTEBOOKS / path.name)
-    for i, (en, zh) in enumerate(zip(english, _cells(path))):
+    for i, (en, zh) in enumerate(zip(english, _cells(path), strict=True)):
         if zh["cell_type"] == "markdown":
             assert CJK.search(_source(zh)), f"{path.name} cell {i} is not translated"
             assert _source(zh) != _source(en), f"{path.name} cell {i}"

@@ -220,6 +220,10 @@ def test_update_ratio_shades_and_labels_the_healthy_band(runs, ax):
     lo, hi = plots.HEALTHY_UPDATE_RATIO
     assert any("healthy" in p.get_label() for p in ax.patches)
     assert ax.get_ylim()[0] <= lo and ax.get_ylim()[1] >= hi
+    # the line huge_lr's signature reads, calibrated from the written band edge
+    used = fl.FAULTS["huge_lr"].signature.conditions[0]
+    assert used.physical == hi and used.threshold > hi
+    assert f"threshold used {used.threshold:.3g} (written {hi:g})" in _texts(ax)
 
 
 def test_the_float16_limit_is_drawn_only_when_inputs_come_near_it(runs):

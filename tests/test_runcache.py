@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from failurelab.catalogue.faults import run
 from failurelab.lab import runcache
-from failurelab.lab.train import run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,7 +41,7 @@ def test_a_notebook_kernel_gets_the_run_another_kernel_computed(tmp_path):
     """Another process reads the stored run: the same history, bit for bit."""
     env = {**os.environ, runcache.VARIABLE: str(tmp_path), "PYTHONPATH": str(ROOT),
            "OMP_NUM_THREADS": "1"}
-    script = ("from failurelab.lab import runcache\nfrom failurelab.lab.train import run\n"
+    script = ("from failurelab.lab import runcache\nfrom failurelab.catalogue.faults import run\n"
               "r = run('huge_lr', steps=20)\nprint(r.fingerprint, len(runcache._served))")
     first = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                            text=True, check=True).stdout.split()

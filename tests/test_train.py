@@ -80,7 +80,7 @@ def test_parts_in_a_plain_loop_with_a_monitor_give_the_run_history():
     torch.manual_seed(2)  # dropout draws from the global generator, as in fl.run
     model, opt = parts.model, parts.optimizer
     with fl.Monitor(model, opt) as mon:
-        for step, (X, y) in zip(range(40), endless_batches(parts.train_loader)):
+        for step, (X, y) in zip(range(40), endless_batches(parts.train_loader), strict=False):
             opt.zero_grad()
             loss = parts.loss_fn(model(X), y)
             loss.backward()

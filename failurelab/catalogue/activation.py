@@ -43,12 +43,12 @@ SATURATED_SIGMOID = Fault(
     repair=(Set("sigmoid_gain", 1.0),),
     probe=(Set("sigmoid_gain", 1.0),),
     signature=Signature((
-        C("saturation_median", True, 0.3, "median saturated share",
+        C("saturation_median", ">=", 0.3, "median saturated share",
           "a third of the sigmoid/tanh outputs pass < 1% of the gradient back; healthy "
           "layers work in their linear range", log=False, unit=0.1,
           label_zh="饱和比例的中位数",
           why_zh="三分之一的 sigmoid/tanh 输出传回的梯度不到 1%；健康的层工作在线性区间"),
-        C("first_layer_grad_share", False, 0.6, "first over last layer gradient norm",
+        C("first_layer_grad_share", "<=", 0.6, "first over last layer gradient norm",
           "the gradient is attenuated across the saturated layer: a saturated unit "
           "passes < 1% of it back, so the first layer gets a fraction of what the last "
           "one gets (a guard: how much the first layer gets also depends on the "
@@ -56,7 +56,7 @@ SATURATED_SIGMOID = Fault(
           label_zh="第一层与最后一层梯度范数之比",
           why_zh="梯度在饱和层上被衰减：饱和的单元传回的梯度不到 1%，所以第一层得到的只是最后一层的一小部分（"
                  "这是一个前提条件：第一层得到多少也取决于架构）"),
-        C("saturation_start", True, 0.3, "saturated share at the first step",
+        C("saturation_start", ">=", 0.3, "saturated share at the first step",
           "the units were saturated before any update: the initialisation put them "
           "there (saturation that training builds up later was made by the steps, "
           "whatever the init)", log=False, unit=0.1, role="guard",
@@ -67,7 +67,7 @@ SATURATED_SIGMOID = Fault(
         INPUTS_SMALL,
         ALL_CONNECTED,
         STEPS_SANE,
-        C("nonfinite_losses", False, 0.5, "non-finite losses",
+        C("nonfinite_losses", "<=", 0.5, "non-finite losses",
           "saturated sigmoids bound their outputs and stall training; they cannot make "
           "the loss overflow, so a run that did has another cause upstream", log=False,
           role="guard",
@@ -76,7 +76,7 @@ SATURATED_SIGMOID = Fault(
     ), "sigmoid units are saturated by their own weights, not by the inputs",
        verdict_zh="sigmoid 单元被它们自己的权重推入饱和，而不是被输入"),
     outcome=Signature((
-        C("saturation_median", False, 0.05, "median saturated share",
+        C("saturation_median", "<=", 0.05, "median saturated share",
           "at the default scale sigmoids work in their linear range", log=False,
           unit=0.05,
           label_zh="饱和比例的中位数",
@@ -116,7 +116,7 @@ DEAD_RELU = Fault(
     repair=(Set("relu_bias", 0.0),),
     probe=(Scale("lr", 10),),
     signature=Signature((
-        C("dead_start", True, 0.9, "dead ReLU share at step 0",
+        C("dead_start", ">=", 0.9, "dead ReLU share at step 0",
           "nine in ten units off for a whole batch at initialisation; a healthy layer "
           "has a third or fewer off, and units that die later point to large updates "
           "instead. Named even when the loss still falls (a residual or normalised "
@@ -128,7 +128,7 @@ DEAD_RELU = Fault(
                  "：无论如何这一层都损失了容量"),
     ), "the ReLU layer is dead from initialisation - check its bias and init",
        verdict_zh="ReLU 层从初始化起就是死的：检查它的偏置和初始化"),
-    outcome=Signature((STUCK, C("zero_grad_median", True, 0.99,
+    outcome=Signature((STUCK, C("zero_grad_median", ">=", 0.99,
                                 "median share of zero gradients",
                                 "still exactly zero gradient everywhere",
                                 log=False, unit=0.01,
@@ -173,7 +173,7 @@ BAD_INIT = Fault(
     # (the logits of step 0, before any update)
     explains=("saturated_sigmoid", "huge_lr", "exploding_gradients"),
     signature=Signature((
-        C("output_scale_start", True, 3, "logit std at step 0",
+        C("output_scale_start", ">=", 3, "logit std at step 0",
           "a fresh classifier's logits should be O(1) or smaller (baseline 0.05): "
           "std 3 means some classes start e^3 = 20x likelier for no reason",
           label_zh="第 0 步的 logit 标准差",
@@ -184,7 +184,7 @@ BAD_INIT = Fault(
     ), "the model starts out confidently wrong - check the initialisation scale",
        verdict_zh="模型一开始就自信地犯错：检查初始化尺度"),
     outcome=Signature((
-        C("output_scale_start", True, 3, "logit std at step 0",
+        C("output_scale_start", ">=", 3, "logit std at step 0",
           "unchanged: step 0 comes before any update",
           label_zh="第 0 步的 logit 标准差",
           why_zh="不变：第 0 步在任何更新之前"),
@@ -228,7 +228,7 @@ INIT_TOO_SMALL = Fault(
     probe=(Scale("lr", 10),),
     instrument="gradients",
     signature=Signature((
-        C("first_layer_grad_share_start", False, 0.06,
+        C("first_layer_grad_share_start", "<=", 0.06,
           "first-layer over last-layer gradient, first steps",
           "backward through weights 10x too small shrinks the gradient by 10x per layer "
           "crossed, from the very first step; the baseline's first layer starts with "
@@ -238,14 +238,14 @@ INIT_TOO_SMALL = Fault(
                  "梯度是最后一层的五分之一到三分之一，比这个阈值高 3x"),
         STUCK,
         ALL_CONNECTED,
-        C("dead_start", False, 0.9, "dead ReLU share at step 0",
+        C("dead_start", "<=", 0.9, "dead ReLU share at step 0",
           "the units are alive at initialisation: a layer dead from step 0 is a bias "
           "problem, with no gradient at all", log=False, unit=0.05, role="guard",
           label_zh="第 0 步的死 ReLU 比例",
           why_zh="初始化时单元是活的：从第 0 步起就死掉的层是偏置问题，根本没有梯度"),
         FINITE,
         INPUTS_SCALED,
-        C("input_is_tokens", False, 0.5, "token-id inputs",
+        C("input_is_tokens", "<=", 0.5, "token-id inputs",
           "dense inputs: an embedding's gradient is sparse per token, so its ratio to "
           "the last layer's says nothing about init scale", log=False, required=False,
           role="guard",
@@ -256,7 +256,7 @@ INIT_TOO_SMALL = Fault(
        verdict_zh="梯度在传回第一层的途中逐渐消失：初始化是不是太小了？"),
     outcome=Signature((
         STUCK,
-        C("first_layer_grad_share", False, 0.2, "first-layer over last-layer gradient",
+        C("first_layer_grad_share", "<=", 0.2, "first-layer over last-layer gradient",
           "still vanishing at ten times the rate",
           label_zh="第一层与最后一层梯度之比",
           why_zh="学习率提高到十倍梯度仍在消失"),

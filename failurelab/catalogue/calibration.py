@@ -66,6 +66,6 @@ def calibrate(faults: dict, routes: Routes) -> dict:
     out = {}
     for name, f in faults.items():
         ranges = tuple(routes.get(name, ())) + ({},) * len(f.signatures)
-        calibrated = [s.calibrated(r) for s, r in zip(f.signatures, ranges)]
+        calibrated = [s.calibrated(r) for s, r in zip(f.signatures, ranges, strict=False)]
         out[name] = replace(f, signature=calibrated[0], also=tuple(calibrated[1:]))
     return out

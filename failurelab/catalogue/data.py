@@ -7,6 +7,7 @@ from dataclasses import replace
 from ..basics.recipes import Scale, Set
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
+from ..evidence.thresholds import LOSS_ROSE
 from .conditions import (
     ALL_CONNECTED,
     ALL_OPTIMIZED,
@@ -28,7 +29,7 @@ from .fault import Chinese, Fault
 # remains when the optimizer, the gradients, the inputs and the graph all work).
 _LEARNING_WORKS = (POSITIVE_LOSS, CALM, FINITE, MOVING, STEPS_NEVER_OVERSIZED, GRADIENTS_FLOW,
                    INPUTS_SCALED, WEIGHTS_KEPT, ALL_OPTIMIZED, ALL_CONNECTED, MOSTLY_TRAINABLE,
-                   C("pad_attention_median", False, 0.5, "attention on pads",
+                   C("pad_attention_median", "<=", 0.5, "attention on pads",
                      "the model reads its real tokens (checked for sequences)",
                      log=False, unit=0.05, required=False, role="guard",
                      label_zh="落在填充位上的注意力",
@@ -68,25 +69,25 @@ SHUFFLED_LABELS = Fault(
     # Where a validation loss is recorded, part of the labels shuffled shows even when
     # the rest is learned: the training loss stays above the clean validation loss.
     also=(Signature((
-        C("train_eval_loss_gap", True, 0.1, "train minus validation loss",
+        C("train_eval_loss_gap", ">=", 0.1, "train minus validation loss",
           "the training batches are harder to fit than validation data the model never "
           "trained on: their labels are noisier (healthy runs stay within 0.08)",
           log=False, unit=0.05,
           label_zh="训练损失减验证损失",
           why_zh="训练批次比模型从未训练过的验证数据更难拟合：它们的标签噪声更大（健康运行保持在 0.08 以内）"),
-        C("train_eval_gap_z", True, 3, "train minus validation loss over its standard error",
+        C("train_eval_gap_z", ">=", 3, "train minus validation loss over its standard error",
           "the gap stands three standard errors out of the batch-to-batch noise of the "
           "training losses it averages (a batch of 8 makes that noise large enough to "
           "read 0.13 from nothing)", log=False, role="guard", required=False,
           label_zh="训练损失减验证损失与其标准误之比",
           why_zh="这个差距高出它所平均的训练损失的批次间噪声三个标准误（批大小为 8 时，这种噪声大到能凭空读"
                  "出 0.13）"),
-        C("dropout_rate", False, 0.3, "dropout rate in training",
+        C("dropout_rate", "<=", 0.3, "dropout rate in training",
           "no strong dropout, whose training-mode loss is higher for its own reason "
           "(checked when recorded)", log=False, unit=0.1, required=False, role="guard",
           label_zh="训练时的 dropout 比率",
           why_zh="没有很强的 dropout（它的训练模式损失会因为自身的原因更高；记录时检查）"),
-        C("batchnorm_batch_median", True, 16, "samples per BatchNorm batch",
+        C("batchnorm_batch_median", ">=", 16, "samples per BatchNorm batch",
           "BatchNorm layers, where the model has them, normalise over 16 samples or "
           "more: over fewer, their noisy batch statistics alone set the training-mode "
           "loss apart from the evaluation loss (checked when recorded)",
@@ -94,12 +95,12 @@ SHUFFLED_LABELS = Fault(
           label_zh="每个 BatchNorm 批次的样本数",
           why_zh="模型中若有 BatchNorm 层，它们在 16 个或更多样本上做归一化：样本更少时，仅仅是嘈杂的批次统"
                  "计量就会让训练模式的损失与评估损失拉开（记录时检查）"),
-        C("output_scale_start", False, 3, "logit std at step 0",
+        C("output_scale_start", "<=", 3, "logit std at step 0",
           "a well-scaled start: a loss still falling from an oversized initialisation "
           "also trains above its evaluation loss", role="guard", required=False,
           label_zh="第 0 步的 logit 标准差",
           why_zh="尺度合适的起点：从过大初始化开始仍在下降的损失，训练时也会高于评估损失"),
-        C("soft_target_share", False, 0.05, "share of output rows trained on soft targets",
+        C("soft_target_share", "<=", 0.05, "share of output rows trained on soft targets",
           "hard training targets: a label, right or wrong, makes one negative entry in a "
           "softmax row's gradient; mixup, label smoothing and distillation spread the "
           "target over several, and its entropy alone holds the training loss above a "
@@ -113,11 +114,11 @@ SHUFFLED_LABELS = Fault(
                            "optimizer works: are some training labels misaligned?",
                            verdict_zh="优化器在工作，训练损失却高于干净的验证损失：是不是有些训练标签错位了？"),),
     outcome=Signature((
-        C("loss_end", False, 0.1, "final training loss",
+        C("loss_end", "<=", 0.1, "final training loss",
           "64 samples are memorised: the loss falls far below chance (1.1)",
           label_zh="最终训练损失",
           why_zh="64 个样本被记住：损失远低于随机水平（1.1）"),
-        C("val_acc_best", False, 0.5, "best validation accuracy",
+        C("val_acc_best", "<=", 0.5, "best validation accuracy",
           "what was memorised does not generalise", log=False, unit=0.05,
           label_zh="最好的验证准确率",
           why_zh="记住的东西无法泛化"),
@@ -125,7 +126,7 @@ SHUFFLED_LABELS = Fault(
        verdict_zh="模型能记住一个小批次，所以问题在标签"),
 )
 
-_INPUTS_FINITE = C("input_nonfinite_total", False, 0.5, "non-finite input values",
+_INPUTS_FINITE = C("input_nonfinite_total", "<=", 0.5, "non-finite input values",
                    "the inputs are finite: large, not broken (a loss that overflows from "
                    "them still counts; NaN in the data is nan_in_data)", log=False,
                    role="guard",
@@ -161,7 +162,7 @@ NO_INPUT_NORM = Fault(
     repair=(Set("normalize_inputs", True),),
     probe=(Set("normalize_inputs", True),),
     signature=Signature((
-        C("input_scale_spread", True, 100, "input std spread",
+        C("input_scale_spread", ">=", 100, "input std spread",
           "per-feature spreads 100x apart leave the small-scale features invisible "
           "next to the large one; standardised inputs are within a few times",
           label_zh="输入标准差之比",
@@ -174,13 +175,13 @@ NO_INPUT_NORM = Fault(
     # between them to read, but a fresh model fed them starts with logits as oversized
     # as a 10x initialisation's (bad_init's evidence, which guards against this).
     also=(Signature((
-        C("input_magnitude", True, 100, "largest |input|",
+        C("input_magnitude", ">=", 100, "largest |input|",
           "standardised features stay within a few tens (every healthy run: under 5; 100 "
           "would be a 100-sigma value): inputs in the hundreds are in raw units",
           label_zh="输入的最大绝对值",
           why_zh="标准化后的特征不超过几十（所有健康运行都小于 5；100 会是 100 个标准差之外的值）："
                  "上百的输入是原始单位"),
-        C("output_scale_start", True, 3, "logit std at step 0",
+        C("output_scale_start", ">=", 3, "logit std at step 0",
           "and they made the fresh model's logits oversized before any update (a fresh "
           "classifier's logits are O(1) or smaller): without that, as behind a "
           "normalisation layer, the scale does no harm to read", role="effect",
@@ -192,7 +193,7 @@ NO_INPUT_NORM = Fault(
        verdict_zh="原始单位的输入让刚初始化模型的输出过大：把输入标准化"),),
     # inputs in the thousands make gradients and steps in the thousands
     explains=("huge_lr", "exploding_gradients"),
-    outcome=Signature((LEARNS, C("saturation_median", False, 0.05,
+    outcome=Signature((LEARNS, C("saturation_median", "<=", 0.05,
                                  "median saturated share",
                                  "standardised inputs keep sigmoids unsaturated",
                                  log=False, unit=0.05,
@@ -231,19 +232,19 @@ NAN_IN_DATA = Fault(
     repair=(Set("impute_missing", True),),
     probe=(Set("impute_missing", True),),
     signature=Signature((
-        C("input_nonfinite_total", True, 0.5, "non-finite input values",
+        C("input_nonfinite_total", ">=", 0.5, "non-finite input values",
           "one NaN input is enough to make its batch's loss NaN; clean data have 0",
           log=False,
           label_zh="非有限输入值",
           why_zh="一个 NaN 输入就足以让它所在批次的损失变成 NaN；干净的数据为 0"),
-        C("nonfinite_losses", True, 0.5, "non-finite losses",
+        C("nonfinite_losses", ">=", 0.5, "non-finite losses",
           "and the loss did become NaN", log=False, role="effect",
           label_zh="非有限损失",
           why_zh="而且损失确实变成了 NaN"),
     ), "NaN arrived with the input batch - check the data for missing values",
        verdict_zh="NaN 是随输入批次进来的：检查数据中的缺失值"),
     outcome=Signature((
-        C("nonfinite_losses", False, 0.5, "non-finite losses",
+        C("nonfinite_losses", "<=", 0.5, "non-finite losses",
           "after imputation the loss stays finite to the end", log=False,
           label_zh="非有限损失",
           why_zh="填补之后，损失直到结束都保持有限"),
@@ -281,23 +282,23 @@ NO_SHUFFLE = Fault(
     repair=(Set("shuffle", True),),
     probe=(Scale("lr", 0.1),),
     signature=Signature((
-        C("label_purity_median", True, 0.99, "median share of the batch's main class",
+        C("label_purity_median", ">=", 0.99, "median share of the batch's main class",
           "a shuffled batch of 64 from 3 balanced classes is ~40% one class; 99% "
           "means batches hold one class", log=False, unit=0.05,
           label_zh="批次中主类别比例的中位数",
           why_zh="从 3 个平衡类别中打乱抽出的 64 个样本，约有 40% 属于同一类；99% 意味着每个批次只有一个类别"),
-        C("loss_peak_ratio", True, 1.5, "loss peak over start",
+        C("loss_peak_ratio", ">=", LOSS_ROSE, "loss peak over start",
           "and the loss swings well above where it started", role="effect",
           label_zh="损失峰值与初始值之比",
           why_zh="而且损失的摆动远高于它的起点"),
     ), "each batch holds one class - is the data shuffled?",
        verdict_zh="每个批次只有一个类别：数据打乱了吗？"),
     outcome=Signature((
-        C("label_purity_median", True, 0.99, "median share of the batch's main class",
+        C("label_purity_median", ">=", 0.99, "median share of the batch's main class",
           "still one class per batch", log=False, unit=0.05,
           label_zh="批次中主类别比例的中位数",
           why_zh="每个批次仍只有一个类别"),
-        C("val_acc_best", False, 0.6, "best validation accuracy",
+        C("val_acc_best", "<=", 0.6, "best validation accuracy",
           "and still nothing useful learned", log=False, unit=0.05,
           label_zh="最好的验证准确率",
           why_zh="而且仍没有学到任何有用的东西"),
@@ -335,14 +336,14 @@ LABEL_OFFSET = Fault(
     repair=(Set("train_label_shift", 0),),
     probe=(Set("train_label_shift", 0),),
     signature=Signature((
-        C("val_acc_end", False, 0.2, "final validation accuracy",
+        C("val_acc_end", "<=", 0.2, "final validation accuracy",
           "below chance for up to 5 classes: a model that learned nothing sits at "
           "chance, one that learned a permutation sits below it", log=False,
           unit=0.05,
           label_zh="最终验证准确率",
           why_zh="对至多 5 个类别而言低于随机水平：什么也没学到的模型停在随机水平，学到了一个置换的模型则低于"
                  "它"),
-        C("train_val_acc_gap", True, 0.5, "training minus validation accuracy",
+        C("train_val_acc_gap", ">=", 0.5, "training minus validation accuracy",
           "while training batches are fitted; healthy runs differ by < 0.03",
           log=False, unit=0.1,
           label_zh="训练准确率减验证准确率",
@@ -351,7 +352,7 @@ LABEL_OFFSET = Fault(
        "label encodings of training and validation agree?",
        verdict_zh="训练是对的，验证却系统性地错：训练和验证的标签编码一致吗？"),
     outcome=Signature((
-        C("val_acc_end", True, 0.9, "final validation accuracy",
+        C("val_acc_end", ">=", 0.9, "final validation accuracy",
           "with the encodings aligned the model is accurate", log=False, unit=0.05,
           label_zh="最终验证准确率",
           why_zh="编码对齐后，模型是准确的"),
@@ -392,12 +393,12 @@ CLASS_IMBALANCE = Fault(
     fixed_accuracy=0.75,
     other_shapes=("degrading",),  # in some seeds validation loss climbs as it neglects
     signature=Signature((
-        C("label_purity_median", True, 0.8, "median share of the batch's main class",
+        C("label_purity_median", ">=", 0.8, "median share of the batch's main class",
           "one class fills 80% of a batch; shuffled balanced data give ~40%",
           log=False, unit=0.05,
           label_zh="批次中主类别比例的中位数",
           why_zh="一个类别占批次的 80%；打乱且平衡的数据约为 40%"),
-        C("val_min_recall_end", False, 0.65, "worst-class validation recall",
+        C("val_min_recall_end", "<=", 0.65, "worst-class validation recall",
           "one class is mostly missed; the baseline's worst class is above 0.83",
           log=False, unit=0.05,
           label_zh="最差类别的验证召回率",
@@ -407,11 +408,11 @@ CLASS_IMBALANCE = Fault(
        "rebalance and check per-class recall",
        verdict_zh="批次被一个类别主导，另一个类别被忽视：重新平衡，并检查每个类别的召回率"),
     outcome=Signature((
-        C("label_purity_median", False, 0.5, "median share of the batch's main class",
+        C("label_purity_median", "<=", 0.5, "median share of the batch's main class",
           "balanced batches", log=False, unit=0.05,
           label_zh="批次中主类别比例的中位数",
           why_zh="均衡的批次"),
-        C("val_min_recall_end", True, 0.5, "worst-class validation recall",
+        C("val_min_recall_end", ">=", 0.5, "worst-class validation recall",
           "the neglected class is now found half the time or more", log=False,
           unit=0.05,
           label_zh="最差类别的验证召回率",
@@ -448,16 +449,16 @@ OVERFITTING = Fault(
     repair=(Set("n_train", 2000),),
     probe=(Set("weight_decay", 0.03),),
     signature=Signature((
-        C("val_loss_rise", True, 0.15, "validation loss rise from its minimum",
+        C("val_loss_rise", ">=", 0.15, "validation loss rise from its minimum",
           "smoothed over 3 evaluations a healthy run's validation loss ends within "
           "0.07 of its minimum", log=False, unit=0.05,
           label_zh="验证损失比其最低点的升幅",
           why_zh="在 3 次评估上平滑后，健康运行的验证损失最终与其最低点相差不超过 0.07"),
-        C("loss_end", False, 0.03, "final training loss",
+        C("loss_end", "<=", 0.03, "final training loss",
           "while the training set is memorised (baseline ends near 0.1)",
           label_zh="最终训练损失",
           why_zh="而训练集被记住了（基线最终在 0.1 附近）"),
-        C("loss_start", True, 0.0, "loss at step 0",
+        C("loss_start", ">=", 0.0, "loss at step 0",
           "a loss that memorises is a non-negative error; a negative one has the wrong "
           "sign, and an ever lower value then means nothing", log=False, role="guard",
           label_zh="第 0 步的损失",
@@ -465,7 +466,7 @@ OVERFITTING = Fault(
     ), "validation gets worse while the training set is memorised - overfitting",
        verdict_zh="训练集被记住的同时验证越来越差：过拟合"),
     outcome=Signature((
-        C("val_loss_rise", False, 0.05, "validation loss rise from its minimum",
+        C("val_loss_rise", "<=", 0.05, "validation loss rise from its minimum",
           "regularised, the validation loss no longer climbs", log=False, unit=0.05,
           label_zh="验证损失比其最低点的升幅",
           why_zh="加上正则化后，验证损失不再上升"),
@@ -506,14 +507,14 @@ LABEL_LEAKAGE = Fault(
     probe=(Set("leak_label", False),),
     instrument="accuracy",
     signature=Signature((
-        C("val_acc_early", True, 0.99, "best validation accuracy in the first 20% of steps",
+        C("val_acc_early", ">=", 0.99, "best validation accuracy in the first 20% of steps",
           "near perfect within 60 steps: the baseline needs all 300 steps to reach "
           "0.96-0.97 and never passes 0.98; a shortcut, not learning", log=False,
           unit=0.005,
           label_zh="前 20% 步数内最好的验证准确率",
           why_zh="60 步之内接近完美：基线需要全部 300 步才达到 0.96-0.97，而且从不超过 0.98；这是捷径，而不是"
                  "学习"),
-        C("loss_end", False, 0.03, "final training loss",
+        C("loss_end", "<=", 0.03, "final training loss",
           "and the training set is fitted almost exactly (baseline ends near 0.1)",
           role="effect",
           label_zh="最终训练损失",
@@ -524,7 +525,7 @@ LABEL_LEAKAGE = Fault(
        verdict_zh="好得令人难以置信：几步之内验证就接近完美：是不是有一个特征只在结果出来之后才知道（标签泄漏"
                   "）？"),
     outcome=Signature((
-        C("val_acc_early", False, 0.98, "best validation accuracy in the first 20% of "
+        C("val_acc_early", "<=", 0.98, "best validation accuracy in the first 20% of "
           "steps", "without the column the model must learn the task, slowly",
           log=False, unit=0.005,
           label_zh="前 20% 步数内最好的验证准确率",
@@ -572,7 +573,7 @@ VAL_NOT_NORMALIZED = Fault(
     probe=(Set("normalize_val", True),),
     instrument="eval_inputs",
     signature=Signature((
-        C("eval_input_shift", True, 2.0, "evaluation-input shift, in training std",
+        C("eval_input_shift", ">=", 2.0, "evaluation-input shift, in training std",
           "a feature's mean over the evaluation inputs sits two training standard "
           "deviations from its mean over the training inputs: sampling noise is "
           "~sqrt(2 ln F / n), 0.1 for the lab's 16 features and 628 rows and under 1 "
@@ -582,7 +583,7 @@ VAL_NOT_NORMALIZED = Fault(
           why_zh="某个特征在评估输入上的均值，离它在训练输入上的均值有两个训练标准差：抽样噪声约为 "
                  "sqrt(2 ln F / n)，对实验室的 16 个特征和 628 行约为 0.1，对 16 个样本也低于 1；类别比例的"
                  "改变只会让均值在各类别的均值之间移动（实验室把少数类削减到 2% 时为 0.4-0.9）"),
-        C("train_eval_loss_gap", False, -0.5, "training minus validation loss",
+        C("train_eval_loss_gap", "<=", -0.5, "training minus validation loss",
           "and, where a validation loss is recorded, it sits half a nat or more above "
           "the training loss: the shift costs the model its accuracy there",
           log=False, unit=0.1, required=False, role="effect",
@@ -593,11 +594,11 @@ VAL_NOT_NORMALIZED = Fault(
        verdict_zh="模型被评估时的输入与它的训练输入不一样：验证数据是否用训练统计量做了预处理，是否来自同一个"
                   "总体？"),
     outcome=Signature((
-        C("val_acc_end", True, 0.9, "final validation accuracy",
+        C("val_acc_end", ">=", 0.9, "final validation accuracy",
           "through the training scaler, the same model is accurate", log=False,
           unit=0.05, label_zh="最终验证准确率",
           why_zh="经过训练时的缩放器，同一个模型是准确的"),
-        C("eval_input_shift", False, 1.0, "evaluation-input shift, in training std",
+        C("eval_input_shift", "<=", 1.0, "evaluation-input shift, in training std",
           "and the validation inputs are back within sampling noise of the training "
           "inputs", label_zh="评估输入的偏移（以训练标准差计）",
           why_zh="并且验证输入回到了训练输入的抽样噪声范围之内"),

@@ -17,6 +17,7 @@ import pandas as pd
 from .. import catalogue
 from ..basics.text import Text, language, say
 from ..evidence import logs, shapes
+from ..evidence.columns import GROUP
 from ..evidence.quantities import measure
 from ..evidence.runs import history_of
 
@@ -66,7 +67,9 @@ LINES = {
 }
 CONFIDENCE = {"high": Text("high", "高"), "medium": Text("medium", "中"),
               "low": Text("low", "低")}
-INSTRUMENT_NAMES = {
+# The column groups (see evidence.columns) a history may lack (a plain Monitor has no
+# validation or timing): when absent, the diagnosis says so, in this order.
+GROUP_NAMES = {
     "gradients": Text("gradients", "梯度"), "validation": Text("validation", "验证"),
     "batch labels": Text("batch labels", "批次标签"), "timing": Text("timing", "计时"),
     "input statistics": Text("input statistics", "输入统计"),
@@ -75,14 +78,6 @@ INSTRUMENT_NAMES = {
                         "激活值（未见 Sigmoid/Tanh/ReLU 的输出）"),
 }
 ACTIVATION_PREFIX = "act_mean/"  # every activation instrument writes one such column
-
-# Instruments a history may lack (a plain Monitor has no validation or timing), each
-# by one column it writes: when absent, the diagnosis says so.
-INSTRUMENT_COLUMNS = {
-    "gradients": "grad_norm", "validation": "val_loss", "batch labels": "label_purity",
-    "timing": "t_data", "input statistics": "input_absmax",
-    "output gradient": "output_grad_zero_frac", "padding": "pad_attention",
-}
 
 
 @dataclass(frozen=True)
@@ -95,7 +90,7 @@ class Diagnosis:
     lookalikes: list[str] = field(default_factory=list)  # causes the telemetry can't separate
     experiment: str | None = None  # the single-factor experiment that would tell
     confidence: str = "high"  # high | medium | low
-    missing: list[str] = field(default_factory=list)  # instruments absent from the history
+    missing: list[str] = field(default_factory=list)  # column groups absent from the history
     shape_alternative: str | None = None  # the other side of a borderline shape
     unchecked: list[str] = field(default_factory=list)  # faults this history cannot test
 
@@ -127,7 +122,7 @@ class Diagnosis:
         if self.experiment:
             lines.append(line("experiment", text=self.experiment))
         if self.missing:
-            names = ", ".join(say(INSTRUMENT_NAMES, m, lang) for m in self.missing)
+            names = ", ".join(say(GROUP_NAMES, m, lang) for m in self.missing)
             lines.append(line("missing", names=names))
         if self.unchecked and not self.causes:
             lines.append(line("unchecked", names=", ".join(self.unchecked)))
@@ -150,7 +145,8 @@ def diagnose(history, faults: dict | None = None, lang: str | None = None) -> Di
     shape, evidence, alternative = shapes.classify(values, lang)
     fired, unchecked = _evaluate(history, values, faults, lang)
     causes = [(e.fault, e.score, e.sentence) for e in fired]
-    missing = [name for name, col in INSTRUMENT_COLUMNS.items() if col not in history.columns
+    missing = [name for name in GROUP_NAMES if name != "activations"
+               and not GROUP[name].present(history.columns)
                and not (name == "padding" and values["input_is_tokens"] == 0)]
     activations = [c for c in history.columns if str(c).startswith(ACTIVATION_PREFIX)]
     if history[activations].isna().all().all():  # none hooked, or none read as one

@@ -34,7 +34,7 @@ EVAL_MODE_FORGOTTEN = Fault(
     repair=(Set("eval_mode", True),),
     probe=(Set("dropout", 0.0),),
     signature=Signature((
-        C("val_jitter_max", True, 1e-4, "logit difference between two validation "
+        C("val_jitter_max", ">=", 1e-4, "logit difference between two validation "
           "passes", "in eval mode two passes are bitwise identical (exactly 0); "
           "1e-4 is far above float rounding",
           label_zh="两次验证之间的 logit 差异",
@@ -42,7 +42,7 @@ EVAL_MODE_FORGOTTEN = Fault(
     ), "validation is not repeatable - is model.eval() called?",
        verdict_zh="验证结果不可重复：调用了 model.eval() 吗？"),
     outcome=Signature((
-        C("val_jitter_max", False, 1e-6, "logit difference between two passes",
+        C("val_jitter_max", "<=", 1e-6, "logit difference between two passes",
           "without dropout nothing random is left", log=False, unit=1e-6,
           label_zh="两次前向之间的 logit 差异",
           why_zh="没有 dropout 就没有任何随机的东西了"),
@@ -81,7 +81,7 @@ TRAIN_MODE_NOT_RESTORED = Fault(
     repair=(Set("restore_train_mode", True),),
     probe=(Set("eval_mode", False),),
     signature=Signature((
-        C("eval_mode_share", True, 0.1, "share of optimizer steps taken in eval mode",
+        C("eval_mode_share", ">=", 0.1, "share of optimizer steps taken in eval mode",
           "a loop that trains in training mode takes none (exactly 0); a mode lost at one "
           "validation and never restored holds from there to the end of the run, or of "
           "the epoch, most of it", log=False, unit=0.05,
@@ -91,7 +91,7 @@ TRAIN_MODE_NOT_RESTORED = Fault(
     ), "the model trains in eval mode - is model.train() called after validating?",
        verdict_zh="模型在评估模式下训练：验证之后调用了 model.train() 吗？"),
     outcome=Signature((
-        C("eval_mode_share", False, 0.1, "share of optimizer steps taken in eval mode",
+        C("eval_mode_share", "<=", 0.1, "share of optimizer steps taken in eval mode",
           "with no eval() call the model never leaves training mode", log=False, unit=0.05,
           label_zh="在评估模式下进行的优化器步所占比例",
           why_zh="没有 eval() 调用，模型就不会离开训练模式"),

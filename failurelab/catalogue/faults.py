@@ -1,5 +1,9 @@
-"""The catalogue's face: look a fault up by name, inject it, resolve a recipe, check a
-run against a signature.  `Fault` itself is defined in `fault` and re-exported here."""
+"""The catalogue's face: look a fault up by name, inject it, resolve a recipe, run it
+(`fl.run`), check a run against a signature.  `Fault` itself is defined in `fault` and
+re-exported here.
+
+Names are resolved here, not in the lab's loop: the loop trains recipes and knows no
+faults, so `lab` sits below the catalogue."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from . import FAULTS
 from .fault import FAMILIES, PHENOMENA, SHAPES, Fault
 
 __all__ = ["FAMILIES", "FAULTS", "PHENOMENA", "SHAPES", "Fault", "check", "get", "inject",
-           "resolve"]
+           "lr_range_test", "resolve", "run"]
 
 
 def get(name: str) -> Fault:
@@ -41,6 +45,39 @@ def resolve(recipe_or_name: Recipe | str) -> Recipe:
         fault = get(recipe_or_name)
         return fault.inject(baseline(fault.task))
     raise TypeError(f"expected a Recipe or a fault name, got {type(recipe_or_name).__name__}")
+
+
+def run(recipe_or_name: Recipe | str, *, seed: int = 0, steps: int | None = None,
+        preset: str = "full", threads: int = 1, device="cpu"):
+    """`fl.run`: train a recipe, a task's baseline or a fault injected into it (see
+    `lab.train.run`).  A verification session's notebooks share finished runs through
+    `lab.runcache`; that store is off unless $FAILURELAB_RUN_CACHE names a folder."""
+    from ..basics.recipes import check_seed
+    from ..lab import runcache
+    from ..lab.train import run as train  # torch: only when a run is asked for
+    from ..lab.train import usable_device
+
+    recipe = resolve(recipe_or_name)
+    if steps is not None:
+        recipe = recipe.replace(steps=steps)
+    check_seed(seed)
+    device = usable_device(device)
+    stored = runcache.key(recipe, seed, preset, threads, str(device))
+    done = runcache.load(stored)  # a verification session's notebooks share runs
+    if done is None:
+        done = train(recipe, seed=seed, preset=preset, threads=threads, device=device)
+        runcache.store(stored, done)
+    return done
+
+
+def lr_range_test(recipe_or_parts, seed: int = 0, **options):
+    """`fl.lr_range_test`: the lab's LR range test (`lab.lr_range`), which also takes a
+    fault or task name here."""
+    from ..lab.lr_range import lr_range_test as sweep
+
+    if isinstance(recipe_or_parts, str):
+        recipe_or_parts = resolve(recipe_or_parts)
+    return sweep(recipe_or_parts, seed, **options)
 
 
 def check(run_or_history, name: str) -> Evidence:

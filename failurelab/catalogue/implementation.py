@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from ..basics.recipes import Scale, Set
+from ..evidence.alerts import CARRIED, MIXED_BATCHES, NEVER_EMPTIED, PARALLEL_GRADIENTS
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
+from ..evidence.thresholds import ACCUMULATING_TURN
 from .conditions import ALL_OPTIMIZED, GRADIENTS_FLOW, LEARNS, POSITIVE_LOSS, TOKENS, UNHEALTHY
 from .fault import Chinese, Fault
 
@@ -40,14 +42,8 @@ NO_ZERO_GRAD = Fault(
     repair=(Set("zero_grad", True),),
     probe=(Scale("lr", 0.1),),
     signature=Signature((
-        C("grad_turn_end", False, 0.05, "gradient turn (1 - cosine)",
-          "a running sum of t gradients changes by one term in t, so consecutive "
-          "sums are nearly parallel (turn ~1/t^2); fresh minibatch gradients turn by "
-          "0.35 or more in every healthy run",
-          label_zh="梯度转角（1 - 余弦）",
-          why_zh="t 个梯度的滑动和每步只变化 t 项中的一项，所以相邻两个和几乎平行（转角 ~1/t^2）；在每个健康"
-                 "的运行中，新鲜小批次的梯度转角都在 0.35 或以上"),
-        C("grad_growth", True, 1.5, "gradient norm",
+        PARALLEL_GRADIENTS,  # the live alert reads the same condition
+        C("grad_growth", ">=", 1.5, "gradient norm",
           "parallel terms add up: a sum of a hundred gradients that agree in direction "
           "ends well above its first term. Gradients that stay parallel and do not "
           "grow are a different failure (the same gradient every step from a model "
@@ -61,45 +57,24 @@ NO_ZERO_GRAD = Fault(
           suffix_zh="x（相对第 0 步的值）"),
         GRADIENTS_FLOW,  # a dead layer leaves one bias's gradient: parallel, not summed
         ALL_OPTIMIZED,
-        C("label_purity_median", False, 0.99, "median share of the batch's main class",
-          "unless every batch holds one class: unshuffled data also make consecutive "
-          "gradients parallel (checked only when label columns exist)",
-          log=False, unit=0.05, required=False, role="guard",
-          label_zh="批次中主类别比例的中位数",
-          why_zh="除非每个批次只有一个类别：未打乱的数据也会让相邻梯度平行（只在有标签列时检查）"),
-        C("grad_carried_share", True, 0.5, "share of steps whose gradient was never emptied",
-          "where the Monitor saw .grad at each backward pass, most steps found it never "
-          "emptied: a loop that empties it every step reads 0, and parallel gradients then "
-          "have another cause (a model whose input no longer varies, such as one that "
-          "attends only to padding)", log=False, unit=0.1, required=False, role="guard",
-          label_zh="梯度从未被清空的步数比例",
-          why_zh="在 Monitor 能看到每次反向传播时 .grad 的地方，大多数步都发现它从未被清空：每一步都清空它"
-                 "的循环读数为 0，这时平行的梯度另有原因（模型的输入不再变化，比如只关注填充的模型）"),
+        MIXED_BATCHES,
+        CARRIED,
     ), "the gradients are accumulating - is zero_grad() called every step?",
        verdict_zh="梯度在不断累加：每一步都调用了 zero_grad() 吗？"),
     # The accumulation itself, seen where it happens: under clipping, or with Adam's
     # normalised steps, the running sum need not stay parallel or grow.
     also=(Signature((
-        C("grad_carried_share", True, 0.5, "share of steps whose gradient was never emptied",
-          "a loop that zeroes its gradients finds .grad empty at some backward pass of "
-          "every step (0 in every healthy run, with clipping, loss scaling and "
-          "micro-batches); a forgotten zero_grad() never does, and one that runs once "
-          "per epoch of n steps misses n - 1 of them",
-          log=False, unit=0.1,
-          label_zh="梯度从未被清空的步数比例",
-          why_zh="每一步都清零梯度的循环，在该步的某一次反向传播时会发现 .grad 是空的（所有健康运行中都为 "
-                 "0，包括梯度裁剪、损失缩放和微批次累加）；忘了 zero_grad() 的循环永远不会；每个 epoch "
-                 "只清零一次、每个 epoch 有 n 步的循环，有 n - 1 步没有清空"),
+        NEVER_EMPTIED,
         ALL_OPTIMIZED,  # an optimizer holding other tensors zeroes those, not these
     ), "every step's gradient was added to the last one's - is zero_grad() called every "
        "step?",
        verdict_zh="每一步的梯度都加在上一步的梯度上：每一步都调用了 zero_grad() 吗？"),),
     outcome=Signature((
-        C("grad_cosine_end", True, 0.95, "gradient cosine",
+        C("grad_cosine_end", ">=", 1 - ACCUMULATING_TURN, "gradient cosine",
           "still a running sum at a tenth of the rate", log=False, unit=0.01,
           label_zh="相邻梯度余弦",
           why_zh="学习率降到十分之一时仍是一个滑动和"),
-        C("grad_growth", True, 10, "gradient norm",
+        C("grad_growth", ">=", 10, "gradient norm",
           "the sum still grows with the number of steps", suffix="x its step-0 value",
           label_zh="梯度范数",
           why_zh="这个和仍随步数增长",
@@ -139,7 +114,7 @@ ZERO_GRAD_MISPLACED = Fault(
     repair=(Set("zero_grad_at", "before_backward"),),
     probe=(Set("zero_grad_at", "before_backward"),),
     signature=Signature((
-        C("grad_zero_steps", True, 0.9, "share of steps whose gradient is exactly 0",
+        C("grad_zero_steps", ">=", 0.9, "share of steps whose gradient is exactly 0",
           "backward always leaves some parameter a non-zero gradient (the output "
           "bias gets (p - y) summed over the batch), so a gradient that is 0 "
           "everywhere at the step was erased; healthy runs have none", log=False,
@@ -192,7 +167,7 @@ WRONG_LOSS = Fault(
     # fault's consequence (a fresh LM over 512 tokens was named shuffled_labels)
     explains=("shuffled_labels",),
     signature=Signature((
-        C("output_prob_share", True, 0.9, "median share of output rows that are "
+        C("output_prob_share", ">=", 0.9, "median share of output rows that are "
           "probabilities", "logits are unconstrained: rows of raw scores in [0, 1] "
           "that sum to 1 within 1e-3 do not happen by chance; a softmax layer makes "
           "every row one (a model that returns probabilities and takes their log "
@@ -210,7 +185,7 @@ WRONG_LOSS = Fault(
     # it is the cross-entropy of softmax(softmax(output)), computed from the output and
     # the labels its gradient shows, to float rounding.
     also=(Signature((
-        C("loss_vs_softmax_twice", False, 0.01, "relative distance of the loss from the "
+        C("loss_vs_softmax_twice", "<=", 0.01, "relative distance of the loss from the "
           "cross-entropy of softmax(softmax(output))",
           "a loss computed that way equals it to float rounding (1e-7 in float32); one "
           "per cent admits float16 and an output read on a sample of its rows, while a "
@@ -219,7 +194,7 @@ WRONG_LOSS = Fault(
           label_zh="损失与 softmax(softmax(输出)) 的交叉熵之间的相对距离",
           why_zh="这样算出的损失与之在浮点舍入内相等（float32 下为 1e-7）；百分之一容纳 float16 以及只读取部分"
                  "行的输出，而一个学到了任何东西的普通交叉熵远低于那种损失的下限 log(1 + (C-1)/e)"),
-        C("loss_vs_output_ce", True, 0.1, "relative distance of the loss from the "
+        C("loss_vs_output_ce", ">=", 0.1, "relative distance of the loss from the "
           "output's own cross-entropy",
           "the model has learned something the loss does not show: before it has, both "
           "cross-entropies are near ln C and the loss matches either", role="guard",
@@ -230,7 +205,7 @@ WRONG_LOSS = Fault(
        verdict_zh="损失是 softmax 做了两次之后的交叉熵：是不是在一个自己也会做 softmax 的损失之前又对输出做了一次"
                   " softmax？"),),
     outcome=Signature((
-        C("loss_end", True, 0.5, "final training loss",
+        C("loss_end", ">=", 0.5, "final training loss",
           "three times the steps, the same floor above log(1 + 2/e) = 0.55",
           label_zh="最终训练损失",
           why_zh="步数增加到三倍，下限仍在 log(1 + 2/e) = 0.55 之上"),
@@ -268,11 +243,11 @@ BAD_PADDING_MASK = Fault(
     repair=(Set("mask_padding", True),),
     probe=(Set("mask_padding", True),),
     signature=Signature((
-        C("pad_attention_median", True, 0.01, "median attention on pads",
+        C("pad_attention_median", ">=", 0.01, "median attention on pads",
           "a masked pad gets exactly 0 attention",
           label_zh="落在填充位上的注意力的中位数",
           why_zh="被屏蔽的填充位得到的注意力恰好为 0"),
-        C("pad_sensitivity_max", True, 1e-3, "prediction change from extra pads",
+        C("pad_sensitivity_max", ">=", 1e-3, "prediction change from extra pads",
           "masked padding changes predictions only by float rounding (~1e-7)",
           label_zh="额外填充引起的预测变化",
           why_zh="屏蔽了的填充只会因浮点舍入（~1e-7）改变预测"),
@@ -280,7 +255,7 @@ BAD_PADDING_MASK = Fault(
     ), "attention reaches the padding - is the key padding mask applied?",
        verdict_zh="注意力落到了填充位上：用上 key padding mask 了吗？"),
     outcome=Signature((
-        C("pad_sensitivity_max", False, 1e-5, "prediction change from extra pads",
+        C("pad_sensitivity_max", "<=", 1e-5, "prediction change from extra pads",
           "with the mask extra padding changes nothing beyond rounding",
           log=False, unit=1e-5,
           label_zh="额外填充引起的预测变化",
@@ -316,12 +291,12 @@ INVERTED_PADDING_MASK = Fault(
     probe=(Set("mask_padding", False),),
     instrument="padding",
     signature=Signature((
-        C("pad_attention_median", True, 0.9, "median attention on pads",
+        C("pad_attention_median", ">=", 0.9, "median attention on pads",
           "nearly all attention on pads: only the real tokens are masked",
           log=False, unit=0.05,
           label_zh="落在填充位上的注意力的中位数",
           why_zh="几乎所有注意力都落在填充位上：被屏蔽的只有真实 token"),
-        C("val_acc_best", False, 0.7, "best validation accuracy",
+        C("val_acc_best", "<=", 0.7, "best validation accuracy",
           "no better than guessing from the sequence length (the baseline reaches "
           "0.99)", log=False, unit=0.05,
           label_zh="最好的验证准确率",
@@ -330,7 +305,7 @@ INVERTED_PADDING_MASK = Fault(
     ), "the model attends only to padding - is the mask inverted?",
        verdict_zh="模型只关注填充：掩码是不是反了？"),
     outcome=Signature((
-        C("val_acc_best", True, 0.9, "best validation accuracy",
+        C("val_acc_best", ">=", 0.9, "best validation accuracy",
           "without any mask the model can read the tokens", log=False, unit=0.05,
           label_zh="最好的验证准确率",
           why_zh="没有任何掩码时，模型能读到 token"),
@@ -369,27 +344,27 @@ SUMMED_LOSS = Fault(
     repair=(Set("loss_reduction", "mean"),),
     probe=(Scale("batch_size", 0.5),),
     signature=Signature((
-        C("loss_start", True, 5, "loss at step 0",
+        C("loss_start", ">=", 5, "loss at step 0",
           "a mean cross-entropy of near-neutral predictions is about ln K (1.1 here; "
           "under 5 for up to 20 classes even with logit std 1); 5 or more is a sum",
           label_zh="第 0 步的损失",
           why_zh="近乎中性的预测，其平均交叉熵约为 ln K（这里是 1.1；即使 logit 标准差为 1，至多 20 个类别时"
                  "也低于 5）；5 或更大就是求和"),
-        C("output_scale_start", False, 3, "logit std at step 0",
+        C("output_scale_start", "<=", 3, "logit std at step 0",
           "the predictions are near neutral, so a large first loss is not confident "
           "mistakes (baseline 0.05-0.09; an oversized init starts at 3 or more)",
           role="guard",
           label_zh="第 0 步的 logit 标准差",
           why_zh="预测接近中性，所以很大的第一个损失不是自信的错误造成的（基线 0.05-0.09；过大的初始化从 3 或"
                  "更大开始）"),
-        C("val_acc_best", True, 0.0, "validation accuracy recorded (a classifier)",
+        C("val_acc_best", ">=", 0.0, "validation accuracy recorded (a classifier)",
           "a first loss far above ln K means a sum only for a classifier's "
           "cross-entropy; a regression's MSE starts wherever its targets' scale puts it",
           log=False, role="guard",
           label_zh="记录了验证准确率（分类器）",
           why_zh="第一个损失远高于 ln K，只有对分类器的交叉熵才意味着求和；回归的 MSE 从其目标尺度所决定的地"
                  "方开始"),
-        C("first_nonfinite", True, 10, "first non-finite loss at step",
+        C("first_nonfinite", ">=", 10, "first non-finite loss at step",
           "a sum of finite per-sample losses is finite: a loss that is NaN or inf within "
           "the first 10 steps was computed unsafely (an exp that overflows), which "
           "summing does not do", log=False, role="guard",
@@ -402,7 +377,7 @@ SUMMED_LOSS = Fault(
     # Read from the gradient itself wherever the output is trained by a softmax
     # cross-entropy, so it needs no validation and no particular first loss.
     also=(Signature((
-        C("loss_weight_median", True, 1.5, "loss weight of one backward pass",
+        C("loss_weight_median", ">=", 1.5, "loss weight of one backward pass",
           "a loss averaged over its samples weighs the output rows 1 in total (every "
           "healthy run where it is measured: exactly 1; soft targets only lower it); a "
           "sum over B samples weighs B, at least 2. Read in steps of a quarter, like "
@@ -418,10 +393,10 @@ SUMMED_LOSS = Fault(
        verdict_zh="每次反向传播给样本的权重，就好像每个样本都是整个批次的平均：损失是不是在批次上求和而不是求"
                   "平均？"),),
     outcome=Signature((
-        C("loss_start", True, 5, "loss at step 0", "still a sum",
+        C("loss_start", ">=", 5, "loss at step 0", "still a sum",
           label_zh="第 0 步的损失",
           why_zh="仍是一个求和"),
-        C("loss_start", False, 50, "loss at step 0",
+        C("loss_start", "<=", 50, "loss at step 0",
           "half the samples, half the loss: 32 x ln 3 = 35",
           label_zh="第 0 步的损失",
           why_zh="样本减半，损失减半：32 x ln 3 = 35"),
@@ -429,7 +404,7 @@ SUMMED_LOSS = Fault(
        verdict_zh="第一个损失随批大小减半：它是对样本的求和"),
 )
 
-NEGATIVE_START = C("loss_start", False, 0.0, "loss at step 0",
+NEGATIVE_START = C("loss_start", "<=", 0.0, "loss at step 0",
                    "a cross-entropy is never negative and starts near +ln K (1.1); a "
                    "negative first loss has the wrong sign", log=False, unit=0.1,
                    label_zh="第 0 步的损失",
@@ -465,7 +440,7 @@ NEGATED_LOSS = Fault(
     probe=(Scale("lr", 0.1),),
     signature=Signature((
         NEGATIVE_START,
-        C("val_loss_rise", True, 1.0, "validation loss rise from its minimum",
+        C("val_loss_rise", ">=", 1.0, "validation loss rise from its minimum",
           "and the model moves away from the labels (healthy runs end within 0.07 of "
           "their minimum)", role="effect",
           label_zh="验证损失比其最低点的升幅",
@@ -476,7 +451,7 @@ NEGATED_LOSS = Fault(
     # Without a validation loss: the loss itself falls ever further below zero.
     also=(Signature((
         NEGATIVE_START,
-        C("negative_loss_growth", True, 10, "final loss over its negative start",
+        C("negative_loss_growth", ">=", 10, "final loss over its negative start",
           "the loss ends 10 times further below zero than it began: it has no floor, "
           "where a negative log-likelihood of a continuous density levels off within "
           "a few units of its start", role="effect", suffix="x", suffix_zh="x",
@@ -487,7 +462,7 @@ NEGATED_LOSS = Fault(
        "wrong sign?",
        verdict_zh="损失为负，而且一路下跌没有下界：损失的符号是不是反了？"),),
     outcome=Signature((
-        C("loss_end", False, -1.0, "final training loss",
+        C("loss_end", "<=", -1.0, "final training loss",
           "at a tenth of the rate the loss still falls below zero", log=False,
           unit=0.1,
           label_zh="最终训练损失",
@@ -544,7 +519,7 @@ ACCUMULATION_NOT_DIVIDED = Fault(
     repair=(Set("divide_accumulated", True),),
     probe=(Scale("lr", 1 / 16),),
     signature=Signature((
-        C("step_loss_weight", True, 1.5, "loss weight per optimizer step",
+        C("step_loss_weight", ">=", 1.5, "loss weight per optimizer step",
           "a step whose gradient is the mean over its samples weighs them 1 in total, "
           "however it is cut into micro-batches (soft targets only lower the reading); "
           "k micro-batch means that are never divided by k weigh k, at least 2. Read "
@@ -555,14 +530,14 @@ ACCUMULATION_NOT_DIVIDED = Fault(
           why_zh="梯度是样本平均值的一步，不论怎样切成微批次，样本的总权重都是 1（软目标只会让读数更低）；"
                  "k 个从未除以 k 的微批次平均值，权重是 k，至少为 2。以四分之一为单位读取：这个权重数的是"
                  "平均值的个数，校准让这条线离健康的 1 至少四分之一"),
-        C("output_backwards_median", True, 2, "backward passes per optimizer step",
+        C("output_backwards_median", ">=", 2, "backward passes per optimizer step",
           "the step was built from several backward passes (micro-batches): one pass "
           "with a heavier loss is a loss summed over its samples, or weighted on purpose",
           role="guard",
           label_zh="每个优化步的反向传播次数",
           why_zh="这一步由多次反向传播（微批次）构成：只有一次反向传播而损失权重更大，是在样本上求和的损失，"
                  "或是有意加的权重"),
-        C("loss_weight_median", False, 1.5, "loss weight of one backward pass",
+        C("loss_weight_median", "<=", 1.5, "loss weight of one backward pass",
           "each micro-batch's own loss is a mean over its samples (weight 1): a sum "
           "over them is summed_loss, whatever the micro-batching",
           role="guard",
@@ -574,10 +549,10 @@ ACCUMULATION_NOT_DIVIDED = Fault(
        "micro-batch's loss by the number of micro-batches",
        verdict_zh="每个优化步把好几个微批次的平均值加在一起：把每个微批次的损失除以微批次的个数"),
     outcome=Signature((
-        C("step_loss_weight", True, 1.5, "loss weight per optimizer step",
+        C("step_loss_weight", ">=", 1.5, "loss weight per optimizer step",
           "the loss is still undivided", label_zh="每个优化步的损失权重",
           why_zh="损失仍然没有被除"),
-        C("loss_progress", True, 0.5, "loss progress",
+        C("loss_progress", ">=", 0.5, "loss progress",
           "at the rate divided by 16 the run learns like the baseline", log=False, unit=0.1,
           label_zh="损失下降幅度",
           why_zh="学习率除以 16 后，运行就像基线一样学习"),
@@ -621,7 +596,7 @@ PARAMS_NOT_IN_OPTIMIZER = Fault(
     repair=(Set("optimize", "all"),),
     probe=(Set("freeze_body", True),),
     signature=Signature((
-        C("unoptimized_max", True, 0.5, "parameters outside the optimizer",
+        C("unoptimized_max", ">=", 0.5, "parameters outside the optimizer",
           "a parameter tensor that receives a gradient and sits in no param group never "
           "changes, whatever its gradient says; every healthy loop has none (a count: "
           "one is already a layer that does not train)", log=False, unit=1.0,
@@ -632,11 +607,11 @@ PARAMS_NOT_IN_OPTIMIZER = Fault(
        "model.parameters()?",
        verdict_zh="参数得到了梯度，但优化器从不使用：优化器拿到的是 model.parameters() 吗？"),
     outcome=Signature((
-        C("unoptimized_max", False, 0.5, "parameters outside the optimizer",
+        C("unoptimized_max", "<=", 0.5, "parameters outside the optimizer",
           "a frozen body takes no gradient, so nothing sits outside the optimizer",
           log=False, unit=1.0, label_zh="不在优化器中的参数",
           why_zh="冻结的主体不计算梯度，所以没有参数落在优化器之外"),
-        C("frozen_share", True, 0.5, "share of the weights frozen",
+        C("frozen_share", ">=", 0.5, "share of the weights frozen",
           "the body, most of the weights, is frozen: the run the faulty one matches",
           log=False, unit=0.1, label_zh="被冻结的权重比例",
           why_zh="主体（大部分权重）被冻结：与故障运行一致的就是这样一次运行"),

@@ -56,19 +56,19 @@ FP16_NO_SCALING = Fault(
     probe=(Set("dtype", "bfloat16"),),
     signature=Signature((
         FLOAT16,
-        C("output_grad_zero_median", True, 0.1, "median zero share of the logit "
+        C("output_grad_zero_median", ">=", 0.1, "median zero share of the logit "
           "gradient", "the baseline has 3% or less; loss scaling keeps float16 at 5% "
           "or less", log=False, unit=0.05,
           label_zh="logit 梯度中零所占比例的中位数",
           why_zh="基线不超过 3%；做了损失缩放的 float16 不超过 5%"),
-        C("output_grad_floor", True, 3e-8, "smallest non-zero logit gradient",
+        C("output_grad_floor", ">=", 3e-8, "smallest non-zero logit gradient",
           "float16's smallest subnormal is 6e-8 and anything under half of it "
           "rounds to 0: nothing smaller ever arrived (float32 runs reach 1e-13)",
           role="guard",
           label_zh="最小的非零 logit 梯度",
           why_zh="float16 最小的次正规数是 6e-8，小于它一半的值会舍入为 0：从未出现过更小的值（float32 的运行"
                  "能达到 1e-13）"),
-        C("output_grad_floor", False, 6.1e-5, "smallest non-zero logit gradient",
+        C("output_grad_floor", "<=", 6.1e-5, "smallest non-zero logit gradient",
           "float16's smallest normal number: only gradients that reach the subnormal "
           "range below it can underflow (a loss whose gradients are all large, such as "
           "a margin loss, has exact zeros for another reason)", role="guard",
@@ -81,14 +81,14 @@ FP16_NO_SCALING = Fault(
        verdict_zh="梯度在 float16 中下溢为零：使用损失缩放"),
     also=(Signature((
         FLOAT16,
-        C("output_grad_floor", False, 6.1e-5, "smallest non-zero logit gradient",
+        C("output_grad_floor", "<=", 6.1e-5, "smallest non-zero logit gradient",
           "float16's smallest normal number: below it a gradient keeps fewer than 10 "
           "bits, and under 3e-8 it is 0; unscaled float16 gradients that come down here "
           "lose the small end of their range as training converges",
           label_zh="最小的非零 logit 梯度",
           why_zh="float16 最小的正规数：低于它，梯度保留不到 10 位有效数字，低于 3e-8 就是 0；没有缩放的 "
                  "float16 梯度一旦落到这里，随着训练收敛，就会丢掉其范围的小端"),
-        C("output_grad_floor", True, 3e-8, "smallest non-zero logit gradient",
+        C("output_grad_floor", ">=", 3e-8, "smallest non-zero logit gradient",
           "float16's grid: nothing under half its smallest subnormal survives", role="guard",
           label_zh="最小的非零 logit 梯度",
           why_zh="float16 的网格：小于最小次正规数一半的值都留不下来"),
@@ -101,7 +101,7 @@ FP16_NO_SCALING = Fault(
                   "请使用 GradScaler（曲线上还看不出的风险）",
        latent=True),),
     outcome=Signature((
-        C("output_grad_zero_median", False, 0.08, "median zero share of the logit "
+        C("output_grad_zero_median", "<=", 0.08, "median zero share of the logit "
           "gradient", "bfloat16's range keeps them representable", log=False,
           unit=0.05,
           label_zh="logit 梯度中零所占比例的中位数",
@@ -152,7 +152,7 @@ FP16_OVERFLOW = Fault(
                    "harmless (float16 on standardised inputs) or a different fault "
                    "(no_input_norm in float32).",
     signature=Signature((
-        C("input_absmax", True, 65504, "largest input value",
+        C("input_absmax", ">=", 65504, "largest input value",
           "float16's largest finite number: anything above becomes inf",
           label_zh="最大输入值",
           why_zh="float16 能表示的最大有限数：超过它的都会变成 inf"),
@@ -163,7 +163,7 @@ FP16_OVERFLOW = Fault(
        "keep them in float32",
        verdict_zh="超出 float16 范围的有限输入变成了 inf：把它们标准化，或留在 float32 中"),
     outcome=Signature((
-        C("nonfinite_losses", False, 0.5, "non-finite losses",
+        C("nonfinite_losses", "<=", 0.5, "non-finite losses",
           "bfloat16 holds 2e5 without overflow", log=False,
           label_zh="非有限损失",
           why_zh="bfloat16 能容纳 2e5 而不溢出"),
@@ -219,7 +219,7 @@ CLIP_BEFORE_UNSCALE = Fault(
     repair=(Set("unscale_before_clip", True),),
     probe=(Scale("grad_clip", 65536),),
     signature=Signature((
-        C("clipped_grad_norm", False, 1e-3, "gradient norm every step was clipped to",
+        C("clipped_grad_norm", "<=", 1e-3, "gradient norm every step was clipped to",
           "every step's gradient reached the optimizer at one and the same norm, as a "
           "clip leaves it, and that norm is under 1e-3: a clip threshold in common use "
           "(0.1-10) divided by a GradScaler's scale (2^14-2^16 at first). A clip of the "
@@ -239,7 +239,7 @@ CLIP_BEFORE_UNSCALE = Fault(
                       verdict_zh="把阈值乘上缩放因子后运行就能训练：裁剪作用在放大后的梯度上"),
 )
 
-FLOAT16_INPUTS = C("input_absmax", False, 65504, "largest input value",
+FLOAT16_INPUTS = C("input_absmax", "<=", 65504, "largest input value",
                    "every input fits float16 (at most 65504): the data did not overflow on "
                    "the way in (fp16_overflow)", role="guard",
                    label_zh="最大输入值",
@@ -297,7 +297,7 @@ LOG_SOFTMAX_BY_HAND = Fault(
     # the zero probability does not care (lab seeds 0-4: 69-76% of the steps skipped;
     # loops outside the lab, whose logits spread less: 6-53%)
     also=(Signature((
-        C("backward_skip_share", True, 0.05, "share of steps skipped with a finite loss",
+        C("backward_skip_share", ">=", 0.05, "share of steps skipped with a finite loss",
           "once it had found its scale, the scaler kept skipping steps whose loss was "
           "finite: the backward pass put inf/NaN in the gradients at every scale it tried, "
           "which no loss scale cures (a log or a division at 0). A healthy scaler skips a "
@@ -322,7 +322,7 @@ LOG_SOFTMAX_BY_HAND = Fault(
     repair=(Set("log_softmax", "fused"), Set("loss_scaling", True)),
     probe=(Set("dtype", "bfloat16"),),
     signature=Signature((
-        C("nonfinite_from_backward", True, 0.5, "first non-finite values in the gradient "
+        C("nonfinite_from_backward", ">=", 0.5, "first non-finite values in the gradient "
           "of a finite loss", "the run's first NaN/Inf values were gradients while that "
           "step's loss was finite: the backward pass made them (0 x inf, or 0/0 in the "
           "derivative of log, sqrt or a division at 0), not the data and not the forward "
@@ -340,7 +340,7 @@ LOG_SOFTMAX_BY_HAND = Fault(
        verdict_zh="有限的损失在 float16 下得到 NaN 梯度：是不是手写地对概率取 log（或 sqrt、做除数）？改用 "
                   "log_softmax / cross_entropy，并在 float32 中计算"),
     outcome=Signature((
-        C("nonfinite_losses", False, 0.5, "non-finite losses",
+        C("nonfinite_losses", "<=", 0.5, "non-finite losses",
           "bfloat16 keeps every probability above 0", log=False,
           label_zh="非有限损失",
           why_zh="bfloat16 让每个概率都保持在 0 以上"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..basics.recipes import Scale, Set
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
+from ..evidence.thresholds import ACCUMULATING_TURN, UPDATE_RATIO_HIGH
 from .conditions import (
     ALL_CONNECTED,
     ALL_OPTIMIZED,
@@ -20,7 +21,7 @@ from .conditions import (
 from .fault import Chinese, Fault
 
 OVERSIZED_STEPS = C(
-    "update_ratio_start", True, 0.1, "update ratio of the first steps",
+    "update_ratio_start", ">=", UPDATE_RATIO_HIGH, "update ratio of the first steps",
     "a step that moves the weights by a tenth of their norm overshoots any curvature the "
     "initialised model has; adaptive optimizers take large first steps too, so calibration "
     "moves the line past every healthy run of every optimizer that a route admits",
@@ -32,7 +33,7 @@ OVERSIZED_STEPS = C(
 # (OneCycle, linear warm-up) or a rectified Adam starts small and reaches an oversized
 # rate later, where the first steps cannot see it.
 OVERSIZED_PEAK = C(
-    "update_ratio_peak", True, 0.1, "largest update ratio",
+    "update_ratio_peak", ">=", UPDATE_RATIO_HIGH, "largest update ratio",
     "a run of steps that each move the weights by a tenth of their norm overshoots any "
     "curvature the model has, at the start or after a warm-up; calibration moves the line "
     "past every healthy run a route admits",
@@ -90,7 +91,7 @@ HUGE_LR = Fault(
     ), "steps this large made the loss climb above its start - divide the rate by 10",
        verdict_zh="这么大的步子让损失爬到了起点之上：把学习率除以 10"),),
     outcome=Signature((
-        C("loss_progress", True, 0.3, "loss progress",
+        C("loss_progress", ">=", 0.3, "loss progress",
           "at a tenth of the rate the loss falls again", log=False, unit=0.1,
           label_zh="损失下降幅度",
           why_zh="学习率降到十分之一时损失又开始下降"),
@@ -162,12 +163,12 @@ DROPOUT_TOO_STRONG = Fault(
     repair=(Set("dropout", 0.1),),
     probe=(Set("dropout", 0.0),),
     signature=Signature((
-        C("train_eval_loss_gap", True, 0.1, "train minus eval loss",
+        C("train_eval_loss_gap", ">=", 0.1, "train minus eval loss",
           "the model evaluated without dropout is clearly better than its training "
           "loss says; healthy runs stay within 0.05", log=False, unit=0.05,
           label_zh="训练损失减评估损失",
           why_zh="不带 dropout 评估的模型明显好于它的训练损失；健康运行保持在 0.05 以内"),
-        C("dropout_rate", True, 0.6, "dropout rate in training",
+        C("dropout_rate", ">=", 0.6, "dropout rate in training",
           "the model drops more than half of a layer in training (checked when "
           "recorded), past the 0.5 that is the largest rate in common use (0.1-0.5): "
           "within that range a gap between training and evaluation losses is what a "
@@ -181,12 +182,12 @@ DROPOUT_TOO_STRONG = Fault(
         POSITIVE_LOSS,
         CALM,
         FINITE,
-        C("output_scale_start", False, 3, "logit std at step 0",
+        C("output_scale_start", "<=", 3, "logit std at step 0",
           "a well-scaled start: a loss still falling from an oversized initialisation "
           "also trains above its evaluation loss", role="guard", required=False,
           label_zh="第 0 步的 logit 标准差",
           why_zh="尺度合适的起点：从过大初始化开始仍在下降的损失，训练时也会高于评估损失"),
-        C("batch_size_median", True, 16, "samples per batch",
+        C("batch_size_median", ">=", 16, "samples per batch",
           "a training loss averaged over fewer samples is too noisy to compare",
           required=False, role="guard",
           label_zh="每批样本数",
@@ -194,7 +195,7 @@ DROPOUT_TOO_STRONG = Fault(
     ), "training-mode loss far above evaluation loss - dropout is too strong",
        verdict_zh="训练模式下的损失远高于评估损失：dropout 太强了"),
     outcome=Signature((
-        C("train_eval_loss_gap", False, 0.1, "train minus eval loss",
+        C("train_eval_loss_gap", "<=", 0.1, "train minus eval loss",
           "without dropout the two losses agree", log=False, unit=0.05,
           label_zh="训练损失减评估损失",
           why_zh="没有 dropout 时两个损失一致"),
@@ -230,7 +231,7 @@ WEIGHT_DECAY_TOO_LARGE = Fault(
     repair=(Set("weight_decay", 5e-4),),
     probe=(Scale("weight_decay", 1 / 100),),
     signature=Signature((
-        C("weight_norm_change", False, 0.5, "final over initial weight norm",
+        C("weight_norm_change", "<=", 0.5, "final over initial weight norm",
           "the network lost half of its size or more; healthy training of every "
           "family and optimizer grows the weights (1.0x or more), so this is named "
           "even while the loss still falls",
@@ -273,19 +274,19 @@ BATCH_TOO_SMALL = Fault(
     probe=(Scale("lr", 0.1),),
     other_shapes=("stepwise",),  # a seed whose swings reach 3x the start reads as jumps
     signature=Signature((
-        C("loss_swing", True, 0.25, "swing of the smoothed loss",
+        C("loss_swing", ">=", 0.25, "swing of the smoothed loss",
           "minibatch noise around a settled loss stays under 0.11 of its scale once "
           "smoothed over 3 steps", log=False, unit=0.05, role="effect",
           label_zh="平滑损失的摆动幅度",
           why_zh="在 3 步上平滑后，围绕已稳定损失的小批次噪声保持在其尺度的 0.11 以下"),
-        C("batch_size_median", False, 8, "samples per batch",
+        C("batch_size_median", "<=", 8, "samples per batch",
           "a handful of samples per step: every estimate is noise-dominated",
           label_zh="每批样本数",
           why_zh="每步只有寥寥几个样本：每个估计都被噪声主导"),
     ), "tiny batches make every step noisy - use a larger batch or a smaller rate",
        verdict_zh="极小的批次让每一步都充满噪声：使用更大的批次或更小的学习率"),
     outcome=Signature((
-        C("loss_swing", True, 0.25, "swing of the smoothed loss",
+        C("loss_swing", ">=", 0.25, "swing of the smoothed loss",
           "still swinging at a tenth of the rate", log=False, unit=0.05,
           label_zh="平滑损失的摆动幅度",
           why_zh="学习率降到十分之一仍在摆动"),
@@ -327,27 +328,27 @@ EXPLODING_GRADIENTS = Fault(
     repair=(Set("residual_scale", 0.125),),  # 1 / sqrt(2 x depth) at depth 32
     probe=(Set("grad_clip", 10.0),),
     signature=Signature((
-        C("nonfinite_losses", True, 0.5, "non-finite losses",
+        C("nonfinite_losses", ">=", 0.5, "non-finite losses",
           "the loss overflowed: clean training never produces one", log=False,
           role="effect",
           label_zh="非有限损失",
           why_zh="损失溢出了：干净的训练从不会产生溢出"),
-        C("loss_peak_ratio", True, 3, "loss peak over start",
+        C("loss_peak_ratio", ">=", 3, "loss peak over start",
           "after rising to several times its start: the NaN ended a climb, so it "
           "came from the updates feeding back, not from one bad value",
           label_zh="损失峰值与初始值之比",
           why_zh="在上升到初始值的数倍之后：NaN 结束了一次攀升，所以它来自不断自我放大的更新，而不是某个坏值"),
-        C("input_nonfinite_total", False, 0.5, "non-finite input values",
+        C("input_nonfinite_total", "<=", 0.5, "non-finite input values",
           "the data are finite: the overflow was made by training", log=False,
           role="guard",
           label_zh="非有限输入值",
           why_zh="数据是有限的：溢出是训练造成的"),
-        C("update_ratio_start", False, 0.1, "update ratio of the first steps",
+        C("update_ratio_start", "<=", UPDATE_RATIO_HIGH, "update ratio of the first steps",
           "the first steps were of ordinary size: the blow-up built up over steps "
           "(a rate that overshoots at once is huge_lr)", role="guard",
           label_zh="最初几步的更新比",
           why_zh="最初几步的大小普通：爆炸是在多步之中积累起来的（一上来就越过头的学习率是 huge_lr）"),
-        C("grad_cosine_end", False, 0.95, "gradient cosine",
+        C("grad_cosine_end", "<=", 1 - ACCUMULATING_TURN, "gradient cosine",
           "consecutive gradients were not one running sum (that is no_zero_grad)",
           log=False, unit=0.01, required=False, role="guard",
           label_zh="相邻梯度余弦",
@@ -357,7 +358,7 @@ EXPLODING_GRADIENTS = Fault(
        verdict_zh="损失上升并溢出：更新在爆炸；降低学习率或加入归一化，并把裁剪当作护栏"),
     outcome=Signature((
         FINITE,
-        C("loss_peak_ratio", True, 100, "loss peak over start",
+        C("loss_peak_ratio", ">=", 100, "loss peak over start",
           "clipped, the loss still explodes by orders of magnitude",
           label_zh="损失峰值与初始值之比",
           why_zh="裁剪之后，损失仍然爆炸了几个数量级"),
@@ -401,7 +402,7 @@ LR_DECAYED_TOO_EARLY = Fault(
     # lr_too_small's evidence; where the steps were normal at first, the decay caused it
     explains=("lr_too_small",),
     signature=Signature((
-        C("step_size_change_early", False, 0.01,
+        C("step_size_change_early", "<=", 0.01,
           "step per unit of gradient at 30-40% of the run, over its start",
           "the effective rate fell 100x before 40% of the run: a constant rate stays "
           "within a few x (momentum, noise), a cosine schedule is still at 0.73 there, "
@@ -409,7 +410,7 @@ LR_DECAYED_TOO_EARLY = Fault(
           label_zh="运行 30-40% 处每单位梯度的步长与初始值之比",
           why_zh="有效学习率在运行的 40% 之前就下降了 100x：恒定的学习率变化不超过几 x（动量、噪声），余弦调"
                  "度在那里仍为 0.73，所以这是一个衰减得太早的调度"),
-        C("lr_change_early", False, 0.01, "learning rate at 30-40% of the run, over its start",
+        C("lr_change_early", "<=", 0.01, "learning rate at 30-40% of the run, over its start",
           "the rate the optimizer is set to fell as well (checked when recorded): an "
           "adaptive optimizer shrinks its step per unit of gradient by itself when the "
           "gradients grow, at a constant rate", required=False, role="guard",
@@ -422,11 +423,11 @@ LR_DECAYED_TOO_EARLY = Fault(
        verdict_zh="步长在运行早期缩小了几个数量级：学习率是不是衰减得太早了（调度器每个批次调用一次，而不是每"
                   "个 epoch 一次）？"),
     outcome=Signature((
-        C("step_size_change", False, 0.01, "change of the step per unit of gradient",
+        C("step_size_change", "<=", 0.01, "change of the step per unit of gradient",
           "the schedule keeps shrinking the steps",
           label_zh="每单位梯度步长的变化",
           why_zh="调度一直在缩小步长"),
-        C("loss_progress", False, 0.8, "loss progress",
+        C("loss_progress", "<=", 0.8, "loss progress",
           "three times the steps, still stalled", log=False, unit=0.05,
           label_zh="损失下降幅度",
           why_zh="步数增加到三倍，仍然停滞"),

@@ -37,7 +37,7 @@ SLOW_DATA = Fault(
     repair=(Set("loader", "batched"),),
     probe=(Set("loader", "batched"),),
     signature=Signature((
-        C("data_time_share", True, 0.4, "median share of the step spent loading data",
+        C("data_time_share", ">=", 0.4, "median share of the step spent loading data",
           "the largest of the four segments; the vectorised loader takes ~15%",
           log=False, unit=0.1,
           label_zh="每步中数据加载所占份额的中位数",
@@ -45,7 +45,7 @@ SLOW_DATA = Fault(
     ), "the model waits for data most of each step - speed up the input pipeline",
        verdict_zh="模型在每一步的大部分时间都在等数据：加快输入流水线"),
     outcome=Signature((
-        C("data_time_share", False, 0.3, "median share of the step spent loading data",
+        C("data_time_share", "<=", 0.3, "median share of the step spent loading data",
           "vectorised loading is a minor part of the step", log=False, unit=0.1,
           label_zh="每步中数据加载所占份额的中位数",
           why_zh="向量化的加载只占每步的一小部分"),

@@ -2,6 +2,6 @@
 baseline, the worksheet with its records and hash chain, grading, the gradebook, mystery
 runs, the offline report.
 
-Floor 6 of the layout (tests/test_layout.py): it imports only `basics`, `evidence`,
+Floor 7 of the layout (tests/test_layout.py): it imports only `basics`, `evidence`,
 `telemetry`, `catalogue`, `views`, `lab`.
 """

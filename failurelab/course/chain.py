@@ -85,7 +85,7 @@ def audit(records: dict[str, list[tuple[str, dict]]], chain: list[dict],
         if any(old):
             unverified.append(name)
         problems = [_missing(kind, record) for (kind, record, pos), was_carried
-                    in zip(found, old) if pos is None and not was_carried]
+                    in zip(found, old, strict=False) if pos is None and not was_carried]
         problems += _order(name, found, trusted)
         if name in broken_names:
             problems.append("written after the point where the chain breaks")

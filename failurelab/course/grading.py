@@ -112,7 +112,7 @@ def explanations(entries: dict, lang: str | None = None) -> TextTable:
         key = _key_texts(entry, lang)
         minutes = "" if e.minutes is None else f"{e.minutes:g}"
         for part, yours in zip((*FOUR, "invariant", "minutes"),
-                               (e.symptom, e.cause, e.experiment, e.fix, e.invariant, minutes)):
+                               (e.symptom, e.cause, e.experiment, e.fix, e.invariant, minutes), strict=False):
             rows.append((heads[part], yours, key.get(part, "")))
             index.append(name)
     frame = TextTable(rows, index=index, columns=[heads["part"], heads["yours"], heads["key"]],

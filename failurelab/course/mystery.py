@@ -160,7 +160,7 @@ def mystery(seed: int, faults: Iterable[str] | None = None, *,
 
     The run uses the same `seed`, so one number reproduces the whole mystery.  `steps`
     shortens it (the telemetry of a short run may not show the signature)."""
-    from ..lab.train import run  # torch, imported when a mystery is run (see __init__)
+    from ..catalogue.faults import run  # torch, imported when a mystery is run (see __init__)
 
     name = pick(seed, faults)
     history = run(name, seed=seed, steps=steps).history.copy()

@@ -27,11 +27,10 @@ from ..basics.recipes import baseline, diff, format_diff
 from ..basics.text import Text, language
 from ..catalogue.diagnosis import diagnose
 from ..catalogue.fault import PHENOMENON_TEXTS, phenomenon
-from ..catalogue.faults import SHAPES, Fault, get
+from ..catalogue.faults import SHAPES, Fault, get, run
 from ..evidence.shapes import name as shape_name
 from ..evidence.signatures import Row, side_by_side
 from ..lab.parallel import worker_pool
-from ..lab.train import run
 from ..views.tables import html_lang
 
 PLOT_DPI = 100  # 11 x 3.8 inch figures: 1100 px wide, the page's width, ~70 kB each

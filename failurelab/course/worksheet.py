@@ -155,7 +155,7 @@ class Worksheet:
         name = check_name(name)
         texts = [_text(v, part) for v, part in zip(
             (symptom, cause, experiment, fix, invariant),
-            ("symptom", "cause", "experiment", "fix", "invariant"))]
+            ("symptom", "cause", "experiment", "fix", "invariant"), strict=False)]
         draft = Explanation(*texts, check_minutes(minutes), "")
         if draft.empty:
             return None

@@ -16,24 +16,19 @@ without the newer Monitor columns) make their quantities NaN, never an error.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from . import shapes
+from . import columns, shapes
+from .thresholds import LOSS_ROSE, LOSS_WRECKED
 
 NAN = math.nan
 EARLY = 0.05  # the first 5% of the steps (at least MIN_WINDOW) is "the start"
 LATE = 0.2  # the last 20% of the steps is "the end"
 MIN_WINDOW = 5
-# A loss a thousand times its start has blown up (healthy runs peak below 1.3 times
-# it): the gradients after that measure the wreckage (weights and activations in
-# overflow territory, directions set by a few huge entries), not the training that led
-# there.  Not lower: a forgotten zero_grad passes 100x with its gradients still
-# parallel (the lab's tabular run reaches 386x with a cosine of 1).
-BLOWUP = 1000
-RISEN = 1.5  # a loss half again above its start has risen (no healthy run peaks past 1.3x)
 
 
 def _finite(s: pd.Series) -> pd.Series:
@@ -191,7 +186,9 @@ def loss_persistence(h):
 
 def unhealthy_curve(h):
     """1 when the loss curve's shape (see `shapes`) is anything but healthy, else 0:
-    the generic effect of a fault that breaks training."""
+    the generic effect of a fault that breaks training (NaN without a loss)."""
+    if "loss" not in h:
+        return NAN
     shape, _, _ = shapes.classify({n: QUANTITIES[n](h) for n in shapes.INPUTS})
     return 0.0 if shape == "healthy" else 1.0
 
@@ -232,9 +229,9 @@ def grad_cosine_end(h):
 
 def _before_blowup(h: pd.DataFrame) -> pd.DataFrame:
     """The rows before the loss blew up: its first non-finite value, or the first 5-step
-    mean above BLOWUP times the initial loss (all rows if neither happened, or if the
+    mean above LOSS_WRECKED times the initial loss (all rows if neither happened, or if the
     first loss already was non-finite)."""
-    before = _before_loss(h, BLOWUP, MIN_WINDOW)
+    before = _before_loss(h, LOSS_WRECKED, MIN_WINDOW)
     return before if len(before) else h
 
 
@@ -324,7 +321,7 @@ def update_ratio_peak(h):
     plain SGD), and only those that could have made a rise, not those a rise made (a
     batch of another class after a run of one class).  A loss that rose within its
     first MIN_WINDOW steps was raised by them: they are read."""
-    before = _before_loss(h, RISEN)
+    before = _before_loss(h, LOSS_ROSE)
     ratios = _values(_stepped(before if len(before) >= MIN_WINDOW else h.iloc[:MIN_WINDOW]),
                      "update_ratio")
     if ratios is None or len(ratios) < MIN_WINDOW:
@@ -763,51 +760,7 @@ def pad_sensitivity_max(h):
     return _stat(_values(h, "pad_sensitivity"), pd.Series.max)
 
 
-QUANTITIES: dict[str, Callable[[pd.DataFrame], float]] = {
-    f.__name__: f for f in (
-        loss_start, loss_end, loss_peak_ratio, loss_progress, negative_loss_growth,
-        loss_end_spread, nonfinite_losses, first_nonfinite, loss_swing, loss_spikiness, loss_persistence,
-        unhealthy_curve, grad_norm_max, grad_cosine_end, grad_turn_end, grad_growth, grad_norm_rising,
-        update_ratio_median, update_ratio_start, update_ratio_peak, zero_grad_median, grad_zero_steps,
-        grad_carried_share, loss_weight_median, output_backwards_median, step_loss_weight,
-        batchnorm_batch_median,
-        unoptimized_max, frozen_share, param_no_grad_share, first_layer_grad_share, weight_norm_change,
-        saturation_median, saturation_start, dead_start, dead_end, input_absmax, input_magnitude,
-        input_scale_spread,
-        eval_input_shift,
-        batch_size_median, input_is_tokens, output_scale_start, output_grad_zero_median,
-        output_grad_floor, output_prob_share, output_logprob_share, soft_target_share,
-        loss_vs_output_ce, loss_vs_softmax_twice, float16_share,
-        loss_scaled_share,
-        input_nonfinite_total, val_acc_best, val_acc_end,
-        val_loss_end, val_min_recall_end, val_loss_rise, val_jitter_max, train_val_acc_gap,
-        train_eval_loss_gap, train_eval_gap_z, dropout_rate, eval_mode_share,
-        label_purity_median,
-        data_time_share, pad_attention_median, pad_sensitivity_max,
-    )
-}
-
-
-# Quantities that are yes/no facts (1 or 0), quoted as words.
-BINARY = frozenset({"unhealthy_curve", "input_is_tokens", "nonfinite_from_backward"})
-
-# Quantities that read columns only the lab's own loop records (validation metrics,
-# batch labels, timing, attention on pads) unless a user passes them to `record`.
-LAB_ONLY = frozenset({
-    "val_acc_best", "val_acc_end", "val_loss_end", "val_min_recall_end", "val_loss_rise",
-    "val_jitter_max",
-    "train_val_acc_gap", "train_eval_loss_gap", "train_eval_gap_z", "label_purity_median",
-    "data_time_share",
-    "pad_attention_median", "pad_sensitivity_max",
-})
-
-
-def measure(history: pd.DataFrame, names=None) -> dict[str, float]:
-    """Every named quantity (or those in `names`) of one history."""
-    return {n: QUANTITIES[n](history) for n in (names or QUANTITIES)}
-
-
-# --- added for the rest of the course's causes (registered below) ----------------------
+# --- schedules, shortcuts and the backward pass ----------------------------------------
 
 def val_acc_early(h):
     """Best validation accuracy over the first 20% of the steps: a model that is nearly
@@ -870,8 +823,266 @@ def first_layer_grad_share_start(h):
     return first_layer_grad_share(h.iloc[:_window(len(h), EARLY)])
 
 
-QUANTITIES.update({f.__name__: f for f in (val_acc_early, step_size_change,
-                                           step_size_change_early, lr_change_early,
-                                           first_layer_grad_share_start,
-                                           clipped_grad_norm, nonfinite_from_backward,
-                                           backward_skip_share)})
+# --- the trailing window of a run in progress (live alerts, see `alerts`) -------------
+
+def nonfinite_steps(h):
+    """How many steps had a non-finite loss or non-finite gradient entries."""
+    if "loss" not in h:
+        return NAN
+    return float(_nonfinite_rows(h).sum())
+
+
+def _nonfinite_rows(h) -> np.ndarray:
+    bad = ~np.isfinite(h["loss"].to_numpy(dtype=float))
+    if "nonfinite" in h:
+        bad |= h["nonfinite"].fillna(0).to_numpy() > 0
+    return bad
+
+
+def first_nonfinite_step(h):
+    """The step of the first non-finite loss or gradient (NaN when there is none)."""
+    if "loss" not in h:
+        return NAN
+    bad = _nonfinite_rows(h)
+    if not bad.any():
+        return NAN
+    steps = h["step"].to_numpy() if "step" in h else np.arange(len(h))
+    return float(steps[bad.argmax()])
+
+
+def nonfinite_values(h):
+    """Non-finite gradient entries summed over the steps that had any."""
+    if "loss" not in h:
+        return NAN
+    if "nonfinite" not in h:
+        return 0.0
+    return float(np.nansum(h["nonfinite"].to_numpy(dtype=float)[_nonfinite_rows(h)]))
+
+
+def grad_norm_first(h):
+    return _stat(_column(h, "grad_norm"), _first)
+
+
+def grad_norm_last(h):
+    return _stat(_column(h, "grad_norm"), _last)
+
+
+def grad_or_loss_rose(h):
+    """1 when the last gradient norm or the last loss is above the first: a running sum
+    of gradients grows, a healthy full-batch run (parallel gradients too) shrinks."""
+    if "grad_norm" not in h or "loss" not in h:
+        return NAN
+    g, loss = h["grad_norm"].to_numpy(dtype=float), h["loss"].to_numpy(dtype=float)
+    return 1.0 if g[-1] > g[0] or loss[-1] > loss[0] else 0.0
+
+
+def grad_norm_jump(h):
+    """The last gradient norm over the median of the finite ones before it."""
+    if "grad_norm" not in h or len(h) < 2:
+        return NAN
+    before, last = grad_norm_before_last(h), float(h["grad_norm"].iloc[-1])
+    return last / before if math.isfinite(last) and before > 0 else NAN
+
+
+def grad_norm_before_last(h):
+    """Median of the finite gradient norms before the last step (economy rows have none)."""
+    return _median(h["grad_norm"].iloc[:-1]) if "grad_norm" in h else NAN
+
+
+def grad_norm_trend(h):
+    """Mean gradient norm of the later half over that of the earlier half."""
+    if "grad_norm" not in h:
+        return NAN
+    g = h["grad_norm"].to_numpy(dtype=float)
+    early, late = (float(pd.Series(half).mean()) for half in (g[:len(g) // 2], g[len(g) // 2:]))
+    return late / early if early > 0 else NAN
+
+
+def loss_spread(h):
+    """Relative spread (population std / mean) of the finite losses: under 1% the loss
+    has stopped moving."""
+    loss = _losses(h).to_numpy(dtype=float)
+    return float(loss.std() / loss.mean()) if len(loss) and loss.mean() > 0 else NAN
+
+
+def loss_level(h):
+    """Mean of the finite losses."""
+    loss = _losses(h)
+    return float(loss.mean()) if len(loss) else NAN
+
+
+def steps_seen(h):
+    """How many steps the history holds."""
+    return float(len(h)) if "loss" in h else NAN
+
+
+# --- the declarations: every quantity once ---------------------------------------------
+
+SKIP, COUNT, STOP = "skip", "count", "stop"  # NaN policies (see `Quantity.nan`)
+NAN_POLICIES = {
+    SKIP: "non-finite entries of its columns are left out",
+    COUNT: "non-finite values are what it counts or locates",
+    STOP: "reads only the rows before the loss turned non-finite or wrecked (LOSS_WRECKED)",
+}
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """One named measurement of a history, declared once: how it is computed, the
+    columns it reads, how it treats non-finite entries and what shows it.  Signatures,
+    the diagnosis, calibration, plots, the docs and tests all read this declaration."""
+
+    name: str
+    compute: Callable[[pd.DataFrame], float]
+    requires: tuple[str, ...]  # the history columns it reads ("prefix/": per module); it
+    #                            is NaN on a history that has none of them
+    plot: str  # the views.plots function that shows where it comes from
+    nan: str = SKIP  # its NaN policy, a key of NAN_POLICIES
+    binary: bool = False  # a yes/no fact (1 or 0), quoted as a word
+    optional: tuple[str, ...] = ()  # columns it also reads where they exist (the steps a
+    #                                 GradScaler skipped, validation for the curve's shape)
+
+    def __post_init__(self):
+        if self.nan not in NAN_POLICIES:
+            raise ValueError(f"nan must be one of {tuple(NAN_POLICIES)}, got {self.nan!r}")
+        unknown = [c for c in self.requires + self.optional if columns.group_of(c) is None]
+        if unknown:
+            raise ValueError(f"{self.name} requires undeclared columns {unknown} "
+                             "(declare them in evidence.columns)")
+
+    def __call__(self, history: pd.DataFrame) -> float:
+        return self.compute(history)
+
+    @property
+    def lab_only(self) -> bool:
+        """Reads a column that only the lab's loop (or your `record(**extra)`) records."""
+        return any(columns.extra(c) for c in self.requires)
+
+    def recorded(self, history_columns) -> bool:
+        """Does a history with these columns hold everything this quantity reads?"""
+        return all(c in history_columns if not c.endswith("/")
+                   else any(h.startswith(c) for h in history_columns)
+                   for c in self.requires)
+
+
+QUANTITIES: dict[str, Quantity] = {}
+
+
+def declare(compute: Callable[[pd.DataFrame], float], requires: tuple[str, ...], plot: str,
+            *, nan: str = SKIP, binary: bool = False, optional: tuple[str, ...] = (),
+            name: str | None = None) -> Quantity:
+    """Add a quantity to the vocabulary (named after its function unless `name` says
+    otherwise).  Other wings declare theirs the same way, e.g. an experiment's effect."""
+    quantity = Quantity(name or compute.__name__, compute, tuple(requires), plot, nan, binary,
+                        tuple(optional))
+    if quantity.name in QUANTITIES:
+        raise ValueError(f"quantity {quantity.name!r} is already declared")
+    QUANTITIES[quantity.name] = quantity
+    return quantity
+
+
+DECLARED = (
+    declare(loss_start, ("loss",), "loss"),
+    declare(loss_end, ("loss",), "loss"),
+    declare(loss_peak_ratio, ("loss",), "loss"),
+    declare(loss_progress, ("loss",), "loss"),
+    declare(negative_loss_growth, ("loss",), "loss"),
+    declare(loss_end_spread, ("loss",), "loss"),
+    declare(nonfinite_losses, ("loss",), "loss", nan=COUNT),
+    declare(first_nonfinite, ("step", "loss"), "loss", nan=COUNT),
+    declare(loss_swing, ("loss",), "loss"),
+    declare(loss_spikiness, ("loss",), "loss"),
+    declare(loss_persistence, ("loss",), "loss"),
+    declare(unhealthy_curve, ("loss",), "loss", nan=COUNT, binary=True, optional=("val_loss",)),
+    declare(grad_norm_max, ("grad_norm",), "gradients", optional=("step_skipped",)),
+    declare(grad_cosine_end, ("grad_cosine",), "gradient_cosine", nan=STOP,
+            optional=("step_skipped", "loss")),
+    declare(grad_turn_end, ("grad_cosine",), "gradient_cosine", nan=STOP,
+            optional=("step_skipped", "loss")),
+    declare(grad_growth, ("grad_norm",), "gradients", optional=("step_skipped",)),
+    declare(grad_norm_rising, ("grad_norm",), "gradients", optional=("step_skipped",)),
+    declare(update_ratio_median, ("update_ratio",), "update_ratio", optional=("step_skipped",)),
+    declare(update_ratio_start, ("update_ratio",), "update_ratio", optional=("step_skipped",)),
+    declare(update_ratio_peak, ("update_ratio",), "update_ratio", nan=STOP,
+            optional=("step_skipped", "loss")),
+    declare(zero_grad_median, ("zero_grad_frac",), "zero_gradients", optional=("step_skipped",)),
+    declare(grad_zero_steps, ("grad_norm",), "zero_gradients", optional=("step_skipped",)),
+    declare(grad_carried_share, ("grad_carried",), "gradients", optional=("step",)),
+    declare(loss_weight_median, ("loss_weight",), "loss_weight", optional=("loss_scaled",)),
+    declare(output_backwards_median, ("output_backwards",), "loss_weight"),
+    declare(step_loss_weight, ("loss_weight", "output_backwards"), "loss_weight",
+            optional=("loss_scaled",)),
+    declare(batchnorm_batch_median, ("batchnorm_train", "batch_size"), "batches",
+            optional=("output_backwards",)),
+    declare(unoptimized_max, ("unoptimized_params",), "gradients"),
+    declare(frozen_share, ("frozen_frac",), "weights"),
+    declare(param_no_grad_share, ("grad_norm/",), "gradients", optional=("step_skipped",)),
+    declare(first_layer_grad_share, ("grad_norm/",), "gradients", optional=("step_skipped",)),
+    declare(weight_norm_change, ("weight_norm",), "weights"),
+    declare(saturation_median, ("act_mean/", "saturated_frac/"), "activations"),
+    declare(saturation_start, ("act_mean/", "saturated_frac/"), "activations"),
+    declare(dead_start, ("act_mean/", "dead_frac/"), "activations"),
+    declare(dead_end, ("act_mean/", "dead_frac/"), "activations"),
+    declare(input_absmax, ("input_absmax",), "inputs"),
+    declare(input_magnitude, ("input_absmax", "input_std_ratio"), "inputs"),
+    declare(input_scale_spread, ("input_absmax", "input_std_ratio"), "inputs"),
+    declare(eval_input_shift, ("eval_input_shift",), "eval_inputs"),
+    declare(batch_size_median, ("batch_size",), "batches"),
+    declare(input_is_tokens, ("input_absmax", "input_std_ratio"), "inputs", binary=True),
+    declare(output_scale_start, ("output_std",), "outputs"),
+    declare(output_grad_zero_median, ("output_grad_zero_frac",), "output_gradient"),
+    declare(output_grad_floor, ("output_grad_min",), "output_gradient"),
+    declare(output_prob_share, ("output_prob_frac",), "outputs"),
+    declare(output_logprob_share, ("output_logprob_frac",), "outputs"),
+    declare(soft_target_share, ("output_soft_target_frac",), "output_gradient"),
+    declare(loss_vs_output_ce, ("loss", "output_ce"), "implied_loss"),
+    declare(loss_vs_softmax_twice, ("loss", "output_ce_twice"), "implied_loss"),
+    declare(float16_share, ("output_grad_min", "param_lowp_frac"), "output_gradient"),
+    declare(loss_scaled_share, ("loss_scaled",), "output_gradient"),
+    declare(input_nonfinite_total, ("input_nonfinite",), "inputs", nan=COUNT),
+    declare(val_acc_best, ("val_acc",), "accuracy"),
+    declare(val_acc_end, ("val_acc",), "accuracy"),
+    declare(val_loss_end, ("val_loss",), "validation"),
+    declare(val_min_recall_end, ("val_min_recall",), "min_recall"),
+    declare(val_loss_rise, ("val_loss",), "validation"),
+    declare(val_jitter_max, ("val_jitter",), "eval_jitter"),
+    declare(train_val_acc_gap, ("batch_acc", "val_acc"), "accuracy"),
+    declare(train_eval_loss_gap, ("loss", "val_loss"), "validation"),
+    declare(train_eval_gap_z, ("loss", "val_loss"), "validation"),
+    declare(dropout_rate, ("dropout_rate",), "validation"),
+    declare(eval_mode_share, ("train_mode",), "train_mode"),
+    declare(label_purity_median, ("label_purity",), "batches", optional=("batch_size",)),
+    declare(data_time_share, ("t_data", "t_forward", "t_backward", "t_step"), "timing"),
+    declare(pad_attention_median, ("pad_attention",), "padding"),
+    declare(pad_sensitivity_max, ("pad_sensitivity",), "padding"),
+    declare(val_acc_early, ("step", "val_acc"), "accuracy"),
+    declare(step_size_change, ("update_norm", "grad_norm"), "update_ratio"),
+    declare(step_size_change_early, ("update_norm", "grad_norm"), "update_ratio"),
+    declare(lr_change_early, ("lr",), "update_ratio"),
+    declare(first_layer_grad_share_start, ("grad_norm/",), "gradients", optional=("step_skipped",)),
+    declare(clipped_grad_norm, ("grad_norm",), "gradients", optional=("step_skipped",)),
+    declare(nonfinite_from_backward, ("loss", "nonfinite"), "loss", nan=COUNT, binary=True,
+            optional=("step_skipped",)),
+    declare(backward_skip_share, ("loss", "step_skipped"), "output_gradient", nan=COUNT),
+    # the trailing window of a run in progress (live alerts)
+    declare(nonfinite_steps, ("loss",), "loss", nan=COUNT),
+    declare(first_nonfinite_step, ("loss",), "loss", nan=COUNT),
+    declare(nonfinite_values, ("loss", "nonfinite"), "loss", nan=COUNT),
+    declare(grad_norm_first, ("grad_norm",), "gradients"),
+    declare(grad_norm_last, ("grad_norm",), "gradients"),
+    declare(grad_or_loss_rose, ("grad_norm", "loss"), "gradients", binary=True),
+    declare(grad_norm_jump, ("grad_norm",), "gradients"),
+    declare(grad_norm_before_last, ("grad_norm",), "gradients"),
+    declare(grad_norm_trend, ("grad_norm",), "gradients"),
+    declare(loss_spread, ("loss",), "loss"),
+    declare(loss_level, ("loss",), "loss"),
+    declare(steps_seen, ("loss",), "loss"),
+)
+
+BINARY = frozenset(q.name for q in QUANTITIES.values() if q.binary)  # derived, not written
+LAB_ONLY = frozenset(q.name for q in QUANTITIES.values() if q.lab_only)
+
+
+def measure(history: pd.DataFrame, names=None) -> dict[str, float]:
+    """Every named quantity (or those in `names`) of one history."""
+    return {n: QUANTITIES[n](history) for n in (names or QUANTITIES)}

@@ -8,6 +8,7 @@ same shape from the same numbers.
 from __future__ import annotations
 
 from ..basics.text import Text, language
+from .thresholds import LOSS_DIVERGED
 
 SHAPES = ("diverging", "oscillating", "plateau", "stepwise", "degrading", "nonfinite",
           "healthy")  # "healthy": the loss looks fine; only a dedicated measurement shows it
@@ -18,7 +19,7 @@ INPUTS = ("nonfinite_losses", "first_nonfinite", "loss_progress", "loss_peak_rat
           "negative_loss_growth")
 
 # --- thresholds, checked in the order of `classify` ------------------------------------
-BLOWUP = 10.0  # a final loss 10x the initial one has blown up, NaN or not
+BLOWUP = LOSS_DIVERGED  # a final loss 10x the initial one has blown up, NaN or not
 SWING = 0.3  # smoothed swings (interquartile) of 30% of the loss scale: healthy runs of
 #             every zoo family and optimizer stay under 0.2, the lab's baselines under 0.1
 STEP_PEAK = 3.0  # swings that reach 3x the initial loss are jumps, not noise

@@ -32,13 +32,18 @@ LOG_MARGIN = 2.0  # calibration: a ratio threshold sits >= 2x beyond the healthy
 #                   (0.3 decades: more than the seed-to-seed spread of any healthy run)
 
 
+AT_LEAST, AT_MOST = ">=", "<="  # a condition's direction, written as it reads
+SIGNS = {AT_LEAST: "≥", AT_MOST: "≤"}
+
+
 @dataclass(frozen=True)
 class Condition:
-    """`quantity` must be at least (`above`) or at most `threshold`."""
+    """`quantity` must be at least (">=") or at most ("<=") `threshold`:
+    `Condition("grad_growth", ">=", 1.5, "gradient norm", why)`."""
 
     quantity: str  # a name in quantities.QUANTITIES
-    above: bool
-    threshold: float
+    direction: str  # AT_LEAST or AT_MOST
+    threshold: float  # as calibrated (see `physical` for the one written in the code)
     label: str  # how the evidence sentence names the quantity, e.g. "gradient cosine"
     why: str  # the physical reason for the threshold and its margin
     log: bool = True  # margins in decades (ratios, norms) rather than in units of `unit`
@@ -55,10 +60,21 @@ class Condition:
     def __post_init__(self):
         if self.quantity not in QUANTITIES:
             raise ValueError(f"unknown quantity {self.quantity!r}")
+        if self.direction not in SIGNS:
+            raise ValueError(f"direction must be one of {tuple(SIGNS)}, got {self.direction!r}")
         if self.role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {self.role!r}")
         if self.log and not self.threshold > 0:
             raise ValueError(f"a log-scale threshold must be positive, got {self.threshold}")
+
+    @property
+    def above(self) -> bool:
+        """True for an "at least" condition."""
+        return self.direction == AT_LEAST
+
+    @property
+    def sign(self) -> str:
+        return SIGNS[self.direction]
 
     def margin(self, value: float) -> float:
         """How far past the threshold `value` lies (>= 0: the condition holds).
@@ -116,13 +132,19 @@ class Condition:
         return chinese if language(lang) == "zh" and chinese else getattr(self, part)
 
     def describe(self, value: float, lang: str | None = None) -> str:
-        sign = "≥" if self.above else "≤"
         label = self.text("label", lang)
         if self.quantity in BINARY and value == value:
             return BINARY_VALUE.say(lang, label=label,
                                     answer=(YES if value >= 0.5 else NO).say(lang))
-        return (f"{label} {fmt(value, lang)}{self.text('suffix', lang)} ({sign} "
-                f"{fmt(self.threshold, lang)})")
+        return f"{label} {fmt(value, lang)}{self.text('suffix', lang)} ({self.bound(lang)})"
+
+    def bound(self, lang: str | None = None) -> str:
+        """"≥ 0.266" as used, with the threshold written in the code beside it where
+        calibration moved it: "≥ 0.266, written 0.1"."""
+        used = f"{self.sign} {fmt(self.threshold, lang)}"
+        if self.physical is None or self.physical == self.threshold:
+            return used
+        return WRITTEN.say(lang, used=used, written=fmt(self.physical, lang))
 
 
 @dataclass(frozen=True)
@@ -166,7 +188,7 @@ class Signature:
                             if c.role == "effect"] or [min(CAP, min(margins))]
         score = min(graded)
         parts = [c.describe(values[c.quantity], lang) + ("" if fired or m >= 0 else " ✗")
-                 for c, m in zip(self.conditions, margins) if _worth_saying(c, m, values)]
+                 for c, m in zip(self.conditions, margins, strict=True) if _worth_saying(c, m, values)]
         measured = AND.pick(lang).join(parts)
         sentence = VERDICT.say(lang, measured=measured, verdict=self.says(lang)) if fired \
             else measured
@@ -216,7 +238,7 @@ def side_by_side(fault: str, signature: Signature, faulty: pd.DataFrame,
     mine = signature.evaluate(fault, faulty)
     base = signature.evaluate(fault, healthy)
     rows = tuple(Row(c.text("label", lang), c.quantity,
-                     f"{'≥' if c.above else '≤'} {fmt(c.threshold, lang)}",
+                     c.bound(lang),
                      fmt(mine.values[c.quantity], lang), fmt(base.values[c.quantity], lang),
                      c.margin(mine.values[c.quantity]) >= 0,
                      c.margin(base.values[c.quantity]) >= 0, c.text("why", lang))
@@ -237,6 +259,7 @@ def _worth_saying(condition: Condition, margin: float, values: dict[str, float])
 YES, NO = Text("yes", "是"), Text("no", "否")
 AND = Text(" and ", "，且 ")
 VERDICT = Text("{measured}: {verdict}", "{measured}：{verdict}")
+WRITTEN = Text("{used}, written {written}", "{used}，代码中写的是 {written}")
 BINARY_VALUE = Text("{label}: {answer}", "{label}：{answer}")
 NOT_MEASURED, NEVER = Text("n/a", "无数据"), Text("never", "从未")
 

@@ -1,6 +1,7 @@
 """The lab wing: the lab's two tasks and tiny models, its one training loop, the run cache,
-worker processes, sweeps over seeds, the LR range test.
+worker processes, the LR range test.
 
-Floor 5 of the layout (tests/test_layout.py): it imports only `basics`, `evidence`,
-`telemetry`, `catalogue`, `views`.
+Floor 4 of the layout (tests/test_layout.py), the floor of the loop: it imports only
+`basics`, `evidence`, `telemetry`.  The loop trains recipes and knows no faults; the
+catalogue above it resolves fault names (`fl.run`) and sweeps them over seeds.
 """

@@ -20,8 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..basics.recipes import Recipe
-from ..catalogue.faults import resolve
+from ..basics.recipes import Recipe, baseline
 from .train import Parts, build, torch_threads
 
 START_LR, END_LR = 1e-5, 10.0  # the sweep's range, wide enough for SGD and Adam alike
@@ -47,12 +46,7 @@ class LRRangeResult:
     steepest_lr: float  # where the smoothed loss fell fastest per decade of rate
     diverged_lr: float | None  # the rate at which the sweep stopped, if it did
     minimum_lr: float = math.nan  # where the smoothed loss was lowest
-
-    def plot(self, ax=None):
-        """The sweep on a log-rate axis with the suggestion marked (see plots.lr_range)."""
-        from ..views.plots import lr_range
-
-        return lr_range(self, ax=ax)
+    #   drawn by `fl.plots.lr_range(result)`: the loop's floor computes, views draw
 
 
 @dataclass
@@ -69,7 +63,8 @@ def lr_range_test(recipe_or_parts, seed: int = 0, *, start: float = START_LR,
                   end: float = END_LR, steps: int = SWEEP_STEPS) -> LRRangeResult:
     """Sweep the learning rate and suggest one that trains.
 
-    `recipe_or_parts`: a Recipe or fault name (built with `seed`), `fl.build`'s Parts,
+    `recipe_or_parts`: a Recipe or task name (built with `seed`; `fl.lr_range_test`
+    also takes a fault's name), `fl.build`'s Parts,
     a tuple `(model, optimizer, loss_fn, batches)` where `batches` is a re-iterable of
     `(x, y)` (a list, a DataLoader) or a function `step -> (x, y)`, or any object with
     `model`, `optimizer`, `loss_fn` and `next_batch(step)`.  `seed` also seeds the
@@ -188,8 +183,10 @@ def _table(rows) -> pd.DataFrame:
 
 def _subject(given, seed: int) -> _Subject:
     """Model, optimizer, loss and a batch source from any of the accepted forms."""
-    if isinstance(given, (Recipe, str)):
-        given = build(resolve(given), seed)
+    if isinstance(given, str):
+        given = baseline(given)  # a task's name; fl.lr_range_test also takes a fault's
+    if isinstance(given, Recipe):
+        given = build(given, seed)
     if isinstance(given, Parts):
         return _Subject(given.model, given.optimizer, given.loss_fn, _cycle(given.train_loader))
     if isinstance(given, tuple) and len(given) == 4:
@@ -199,7 +196,7 @@ def _subject(given, seed: int) -> _Subject:
     elif all(hasattr(given, a) for a in ("model", "optimizer", "loss_fn", "next_batch")):
         subject = _Subject(given.model, given.optimizer, given.loss_fn, given.next_batch)
     else:
-        raise TypeError("lr_range_test takes a Recipe or fault name, fl.build's Parts, a tuple "
+        raise TypeError("lr_range_test takes a Recipe or task name, fl.build's Parts, a tuple "
                         "(model, optimizer, loss_fn, batches) or an object with model, optimizer, "
                         f"loss_fn and next_batch; got {type(given).__name__}")
     if not isinstance(subject.model, torch.nn.Module):
@@ -238,7 +235,7 @@ def _restore(subject: _Subject, saved) -> None:
     weights, optimizer_state, modes, grads = saved
     subject.model.load_state_dict(weights)
     subject.optimizer.load_state_dict(optimizer_state)
-    for module, training in zip(subject.model.modules(), modes):
+    for module, training in zip(subject.model.modules(), modes, strict=True):
         module.training = training
-    for p, grad in zip(subject.model.parameters(), grads):
+    for p, grad in zip(subject.model.parameters(), grads, strict=True):
         p.grad = grad

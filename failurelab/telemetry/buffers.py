@@ -35,7 +35,7 @@ class ChainBuffers:
         self.grad_rows = [probes.shaped_views(r, params) for r in self.grads]
         self.weight_rows = [probes.shaped_views(r, params) for r in self.weights]
         # a step's weights and gradients, copied in one call
-        self.step_rows = [w + g for w, g in zip(self.weight_rows, self.grad_rows[1:])]
+        self.step_rows = [w + g for w, g in zip(self.weight_rows, self.grad_rows[1:], strict=False)]
 
     def before_step(self, slot: int, first: bool, grads: list[torch.Tensor]) -> None:
         if first:

@@ -28,7 +28,6 @@ KEEP_ENTRIES = 2**16  # forward tensors larger than this are sampled or reduced 
 # entries, a few passes in its hook) is read on UNITS_READ of them (64 x 2^10 = 2^16 =
 # KEEP_ENTRIES), in runs of UNIT_RUN neighbours: a 64-byte line of float32.
 UNITS_WHOLE, UNITS_READ, UNIT_RUN = 2**12, 2**10, 16
-ZERO_GRAD_FRAC = 5  # its place in the table of `probes.chained_columns` and `sampled_columns`
 _ACTIVATION_KINDS = {torch.nn.Sigmoid: "sigmoid", torch.nn.Tanh: "tanh",
                      torch.nn.ReLU: "relu"}
 
@@ -176,17 +175,18 @@ class Parameters(Instrument):
             self.buffers.carry(k)
         absent, self.absent = self.absent, {}
         bad = [0] * k
+        zero_frac = self.computed.index("zero_grad_frac")  # read by name, not by place
         for slot in broken.keys() | absent.keys():  # rare: recount this step's zeros
             v = values[slot] = list(values[slot])
-            bad[slot], v[ZERO_GRAD_FRAC] = broken.get(slot, (0, v[ZERO_GRAD_FRAC]))
+            bad[slot], v[zero_frac] = broken.get(slot, (0, v[zero_frac]))
             if slot in absent:  # a sparse gradient's absent rows are not zeros
                 n, gone = self.buffers.step_grads(slot).numel(), absent[slot]
                 zeros = int((self.buffers.step_grads(slot) == 0).sum()) - gone
-                v[ZERO_GRAD_FRAC] = zeros / (n - gone) if n > gone else _NAN
+                v[zero_frac] = zeros / (n - gone) if n > gone else _NAN
         nan = [_NAN] * len(values[0])  # economy: for the steps it does not observe
         values = [values[slot] if slot is not None else nan for slot in slots]
         bad = [bad[slot] if slot is not None else _NAN for slot in slots]
-        out = dict(zip(self.computed, zip(*values)))
+        out = dict(zip(self.computed, zip(*values, strict=True), strict=True))
         out["_grad_nonfinite"] = bad
         return out
 
@@ -289,22 +289,22 @@ class Inputs(Instrument):
         if isinstance(xs[0], ReducedBatch):
             return self._compute_reduced(xs)
         stacked = torch.stack(xs)
-        absmax, low, high = zip(*probes.input_quantities(stacked).tolist())
+        absmax, low, high = zip(*probes.input_quantities(stacked).tolist(), strict=True)
         out = {}
         if self.partials and stacked.is_floating_point():
             sums = probes.feature_sums(stacked.reshape(len(xs), stacked.shape[1], -1))
             out["_in_fsum"], out["_in_fsq"], out["_in_fn"] = (list(sums[:, i].numpy())
                                                               for i in range(3))
-        ratios = [math.sqrt(hi / lo) if lo > 0 else _NAN for lo, hi in zip(low, high)]
+        ratios = [math.sqrt(hi / lo) if lo > 0 else _NAN for lo, hi in zip(low, high, strict=True)]
         bad = [0] * len(xs)
         batch, floating = xs[0].shape[0], xs[0].is_floating_point()  # alike in a chunk
-        for i, (x, a) in enumerate(zip(xs, absmax)):
+        for i, (x, a) in enumerate(zip(xs, absmax, strict=True)):
             if batch < 2:  # one sample has no per-feature spread
                 if not math.isfinite(a):
                     bad[i] = probes.nonfinite_count(x)
             elif floating and not (math.isfinite(a) and math.isfinite(ratios[i])):
                 ratios[i], bad[i] = probes.std_ratio(x), probes.nonfinite_count(x)
-        out.update(zip(self.columns, (absmax, ratios, bad, [batch] * len(xs))))
+        out.update(zip(self.columns, (absmax, ratios, bad, [batch] * len(xs)), strict=True))
         return out
 
     def _compute_reduced(self, xs: list[ReducedBatch]) -> dict:
@@ -313,12 +313,12 @@ class Inputs(Instrument):
         batch = xs[0].shape[0]
         if xs[0].sums is None:  # integer inputs (token ids): no scale to compare
             return dict(zip(self.columns, (absmax, [_NAN] * len(xs), [0] * len(xs),
-                                           [batch] * len(xs))))
+                                           [batch] * len(xs)), strict=True))
         sums = torch.stack([x.sums for x in xs])  # (k, 3, F)
         entries = xs[0].shape.numel()
         bad = [int(entries - c) for c in sums[:, 2].sum(1).tolist()]
         ratios = [probes.spread_ratio(s) if batch >= 2 else _NAN for s in sums]
-        out = dict(zip(self.columns, (absmax, ratios, bad, [batch] * len(xs))))
+        out = dict(zip(self.columns, (absmax, ratios, bad, [batch] * len(xs)), strict=True))
         if self.partials:
             out["_in_fsum"], out["_in_fsq"], out["_in_fn"] = (list(sums[:, i].numpy())
                                                               for i in range(3))
@@ -474,14 +474,14 @@ class Outputs(Instrument):
         tables.append(probes.implied_losses(stacked, by_row) if stacked is not None else nan)
         values = torch.cat(tables, dim=1).tolist()  # one conversion for the whole chunk
         n = outs[0].numel() if stacked is not None else 0
-        total, sq, prob, logp, zero, low, weight, soft, ce, ce_twice = zip(*values)
+        total, sq, prob, logp, zero, low, weight, soft, ce, ce_twice = zip(*values, strict=True)
         bad = [_NAN] * k if stacked is None else [
             probes.nonfinite_count(y) if n and not math.isfinite(s) else 0  # count exactly
-            for y, s in zip(outs, sq)]
-        weight = [w * p[3] for w, p in zip(weight, payloads)]  # from the rows read to all
+            for y, s in zip(outs, sq, strict=True)]
+        weight = [w * p[3] for w, p in zip(weight, payloads, strict=True)]  # from the rows read to all
         out = dict(zip(self.columns, (
-            [probes.std_of(t, s, n) for t, s in zip(total, sq)], zero, low, prob, logp, bad,
-            weight, [_NAN if p[2] is None else p[2] for p in payloads], soft, ce, ce_twice)))
+            [probes.std_of(t, s, n) for t, s in zip(total, sq, strict=True)], zero, low, prob, logp, bad,
+            weight, [_NAN if p[2] is None else p[2] for p in payloads], soft, ce, ce_twice), strict=True))
         if self.partials and stacked is not None:
             rows = outs[0].numel() // (outs[0].shape[-1] if outs[0].dim() else 1)
             grad_n = grads[0].numel() if grads[0] is not None else 0

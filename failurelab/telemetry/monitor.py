@@ -46,10 +46,19 @@ from .misuse import Misuse, MonitorWarning, scalar_loss, warn  # noqa: F401 - pu
 from .shift import EvalInputs
 from .table import Table
 
-# A preset is a set of column groups and how often the gradient columns are observed.
-PRESETS = {"full": (("parameters", "layers", "inputs", "outputs", "activations"), 1),
-           "economy": (("parameters",), 10)}
-ECONOMY_INTERVAL = PRESETS["economy"][1]
+
+@dataclass(frozen=True)
+class Preset:
+    """A set of column groups (see evidence.columns) and how often the gradient columns
+    are observed (every `interval`-th step)."""
+
+    groups: tuple[str, ...]
+    interval: int
+
+
+PRESETS = {"full": Preset(("parameters", "layers", "inputs", "outputs", "activations"), 1),
+           "economy": Preset(("parameters",), 10)}
+ECONOMY_INTERVAL = PRESETS["economy"].interval
 CHUNK_STEPS = 32  # steps whose statistics are computed together
 CHUNK_BYTES = 64 * 2**20  # ...unless their pending copies would exceed this
 GLOBAL_COLUMNS = ("step", "loss", "grad_norm", "weight_norm", "update_norm", "update_ratio",
@@ -117,7 +126,7 @@ class Monitor:
         self._frozen = 1 - sum(p.numel() for _, p in named) / total
         self.preset = preset
         self._scaler = scaler  # None: found, where possible, in the caller's frames
-        groups, self._interval = PRESETS[preset]
+        groups, self._interval = PRESETS[preset].groups, PRESETS[preset].interval
         self._params = [p for _, p in named]
         self._optimizer = optimizer
         optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
@@ -576,7 +585,7 @@ class Monitor:
         table = self._table
         gathered = [c for c in _GATHERED if c in table.index]
         local = [{**{c: table.value(row, c) for c in gathered}, **part}
-                 for row, part in zip(table.rows, table.partials)]
+                 for row, part in zip(table.rows, table.partials, strict=True)]
         by_rank = distributed.gather(local)  # the collective: every rank gets here
         try:
             merged = distributed.merge(by_rank)
@@ -585,7 +594,7 @@ class Monitor:
             warn(f"the ranks' columns could not be merged ({type(exc).__name__}: {exc}); "
                  f"each rank's history keeps its own")
         if self._rank == 0 and merged is not None:
-            for row, values in zip(table.rows, merged):
+            for row, values in zip(table.rows, merged, strict=True):
                 table.set(row, values)
         elif self._rank != 0 and self._other_ranks == "none":
             table.rows = []
@@ -638,7 +647,7 @@ def _read_losses(steps: list[_Step]) -> None:
     kept = [s for s in steps if isinstance(s.loss, torch.Tensor)]
     if kept:
         values = torch.stack([s.loss.float() for s in kept]).tolist()
-        for step, value in zip(kept, values):
+        for step, value in zip(kept, values, strict=False):
             step.loss = value
 
 

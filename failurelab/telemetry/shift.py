@@ -123,7 +123,7 @@ class EvalInputs(Instrument):
         for rows in groups.values():
             train = torch.stack([payloads[i][0] for i in rows])  # (k, 3, F)
             seen = torch.stack([payloads[i][1] for i in rows])
-            for i, v in zip(rows, _largest_shift(train, seen).tolist()):
+            for i, v in zip(rows, _largest_shift(train, seen).tolist(), strict=False):
                 values[i] = v
         return {"eval_input_shift": values}
 

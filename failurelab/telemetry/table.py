@@ -35,7 +35,7 @@ class Table:
             row = [_NAN] * len(self.columns)
             row[0], row[1] = len(self.rows) + i, step.loss
             row[self._nonfinite] = 0.0 if math.isfinite(step.loss) else 1.0  # the loss's share
-            for j, value in zip(self._state, step.state):
+            for j, value in zip(self._state, step.state, strict=True):
                 row[j] = value
             rows.append(row)
         return rows, [{"_loss_nonfinite": row[self._nonfinite]} for row in rows]
@@ -49,18 +49,18 @@ class Table:
         any_skipped = any(skipped)
         for column, column_values in values.items():
             if column[0] == "_":  # sums for the distributed merge, not columns
-                for part, value in zip(partials, column_values):
+                for part, value in zip(partials, column_values, strict=True):
                     part[column] = value
                 continue
             j = self.index[column]
             if any_skipped and column.startswith("update_"):
-                for row, skip, value in zip(rows, skipped, column_values):
+                for row, skip, value in zip(rows, skipped, column_values, strict=True):
                     row[j] = _NAN if skip else value
             else:
-                for row, value in zip(rows, column_values):
+                for row, value in zip(rows, column_values, strict=True):
                     row[j] = value
         if bad is not None:
-            for row, skip, count in zip(rows, skipped, bad):
+            for row, skip, count in zip(rows, skipped, bad, strict=True):
                 if not skip and count == count:
                     row[self._nonfinite] += count
 
@@ -72,7 +72,7 @@ class Table:
                 row[j] = _NAN
 
     def append(self, rows, steps, partials, keep_partials: bool) -> None:
-        for row, step in zip(rows, steps):
+        for row, step in zip(rows, steps, strict=True):
             self.rows.append(self.set(row, step.extra))
         if keep_partials:
             self.partials += partials
@@ -113,7 +113,7 @@ def _frame(rows: list[list], columns: list[str]) -> pd.DataFrame:
     first value is not a float can be int64, so only those are looked at (and left to
     pandas' own inference if they hold anything but ints and floats)."""
     array = np.array(rows, dtype=np.float64)
-    data = dict(zip(columns, array.T))
+    data = dict(zip(columns, array.T, strict=True))
     for j, value in enumerate(rows[0]):
         if type(value) is not float:
             values = [r[j] for r in rows]

@@ -24,11 +24,13 @@ from matplotlib.figure import Figure
 
 from ..basics.recipes import baseline as baseline_recipe
 from ..basics.recipes import diff, format_value
+from ..catalogue.faults import FAULTS
 from ..catalogue.faults import get as get_fault
-from ..evidence.quantities import first_nonfinite
+from ..evidence.quantities import QUANTITIES, first_nonfinite
 from ..evidence.runs import TIMING_COLUMNS, history_of
+from ..evidence.thresholds import UPDATE_RATIO_HIGH, UPDATE_RATIO_LOW
 
-HEALTHY_UPDATE_RATIO = (1e-4, 1e-1)  # outside it, steps are too timid or too violent
+HEALTHY_UPDATE_RATIO = (UPDATE_RATIO_LOW, UPDATE_RATIO_HIGH)  # see evidence.thresholds
 FLOAT16_MAX = 65504.0  # largest finite float16: a larger input becomes inf under autocast
 NEAR_FLOAT16 = 0.1  # draw the float16 limit once inputs reach a tenth of it
 LOG_SPAN = 100.0  # a curve spanning more than two decades gets a log axis
@@ -42,42 +44,9 @@ VAL_LABELS = {"val_loss": "validation loss", "val_acc": "accuracy",
               "val_min_recall": "recall of the worst class",
               "val_jitter": "largest logit change, two equal passes"}
 
-# The instrument that shows where each quantity (see `quantities`) comes from;
-# `instrument_for` picks the one of a fault's first signature condition.
-_SHOWS = {
-    "loss": ("loss_start", "loss_end", "loss_peak_ratio", "loss_progress", "loss_end_spread",
-             "nonfinite_losses", "first_nonfinite", "loss_swing", "loss_spikiness",
-             "loss_persistence", "unhealthy_curve", "negative_loss_growth",
-             "nonfinite_from_backward"),
-    "gradients": ("grad_growth", "grad_norm_rising", "first_layer_grad_share",
-                  "first_layer_grad_share_start", "param_no_grad_share", "unoptimized_max",
-                  "grad_carried_share", "clipped_grad_norm"),
-    "gradient_cosine": ("grad_cosine_end", "grad_turn_end"),
-    "update_ratio": ("update_ratio_median", "update_ratio_start", "update_ratio_peak",
-                     "lr_change_early", "step_size_change",
-                     "step_size_change_early"),
-    "zero_gradients": ("zero_grad_median", "grad_zero_steps"),
-    "weights": ("weight_norm_change", "frozen_share"),
-    "activations": ("saturation_median", "saturation_start", "dead_start", "dead_end"),
-    "inputs": ("input_absmax", "input_magnitude", "input_scale_spread", "input_nonfinite_total",
-               "input_is_tokens"),
-    "eval_inputs": ("eval_input_shift",),
-    "batches": ("batch_size_median", "label_purity_median", "batchnorm_batch_median"),
-    "loss_weight": ("step_loss_weight", "loss_weight_median", "output_backwards_median"),
-    "outputs": ("output_scale_start", "output_prob_share"),
-    "implied_loss": ("loss_vs_output_ce", "loss_vs_softmax_twice"),
-    "output_gradient": ("output_grad_zero_median", "output_grad_floor", "float16_share",
-                        "loss_scaled_share", "backward_skip_share", "soft_target_share"),
-    "accuracy": ("val_acc_best", "val_acc_end", "train_val_acc_gap", "val_acc_early"),
-    "min_recall": ("val_min_recall_end",),
-    "validation": ("val_loss_rise", "train_eval_loss_gap", "train_eval_gap_z",
-                   "dropout_rate"),
-    "eval_jitter": ("val_jitter_max",),
-    "train_mode": ("eval_mode_share",),
-    "timing": ("data_time_share",),
-    "padding": ("pad_attention_median", "pad_sensitivity_max"),
-}
-INSTRUMENTS = {quantity: name for name, shown in _SHOWS.items() for quantity in shown}
+# The instrument (a plot function below) that shows where each quantity comes from, as
+# the quantity declares it; `instrument_for` picks the one of a fault's first condition.
+INSTRUMENTS = {name: quantity.plot for name, quantity in QUANTITIES.items()}
 
 
 # --- the instruments ------------------------------------------------------------------
@@ -113,9 +82,24 @@ def update_ratio(runs, ax=None) -> Axes:
     items, ax = _items(runs), _axes(ax)
     lo, hi = HEALTHY_UPDATE_RATIO
     ax.axhspan(lo, hi, color="tab:green", alpha=0.12, lw=0, label=f"healthy: {lo:g} to {hi:g}")
+    for written, used in calibrated_lines(("update_ratio_start", "update_ratio_peak",
+                                           "update_ratio_median"), (lo, hi)):
+        ax.axhline(used, color="tab:red", lw=0.8, ls="--")  # what a signature reads
+        ax.annotate(f"threshold used {used:.3g} (written {written:g})", (0.01, used),
+                    color="tab:red", xycoords=("axes fraction", "data"), va="bottom",
+                    fontsize="small")
     notes = _plot(ax, items, ["update_ratio"])
     ax.set_yscale("log")
     return _finish(ax, items, "update ratio ‖Δw‖/‖w‖", notes)
+
+
+def calibrated_lines(quantities, written) -> list[tuple[float, float]]:
+    """(written, used) for every catalogue threshold on these quantities that was written
+    as one of `written` and that calibration moved: the line a signature really reads."""
+    moved = {(c.physical, c.threshold) for f in FAULTS.values() for s in f.signatures
+             for c in s.conditions if c.quantity in quantities and c.physical in written
+             and c.threshold != c.physical}
+    return sorted(moved)
 
 
 def activations(runs, ax=None) -> Axes:
@@ -329,7 +313,7 @@ def instrument_for(fault_name: str) -> str:
     for condition in fault.signature.conditions:
         if condition.quantity not in INSTRUMENTS:
             raise KeyError(f"{fault_name}: no instrument for quantity "
-                           f"{condition.quantity!r}; add it to plots.INSTRUMENTS")
+                           f"{condition.quantity!r}; declare its plot in evidence.quantities")
         if INSTRUMENTS[condition.quantity] != "loss":
             return INSTRUMENTS[condition.quantity]
     return "gradients"
@@ -356,7 +340,7 @@ def overview(run_or_runs) -> Figure:
     """The six main instruments in a 2x3 grid, for a first look at a run."""
     fig, axes = _pyplot().subplots(2, 3, figsize=(15, 7), layout="constrained")
     for draw, ax in zip((loss, gradients, update_ratio, activations, validation, inputs),
-                        axes.flat):
+                        axes.flat, strict=False):
         draw(run_or_runs, ax=ax)
         ax.set_title(draw.__name__)
         if ax.get_legend() is not None:  # beside each panel would narrow the whole grid
@@ -438,7 +422,7 @@ def _plot(ax, items, names, smooth=1, what=None) -> list[str]:
 
     One run: a colour per column.  Several: a colour per run, a line style per column.
     Returns the notes on what is missing."""
-    names = dict(zip(names, names)) if not isinstance(names, dict) else names
+    names = dict(zip(names, names, strict=True)) if not isinstance(names, dict) else names
     one_run = len(items) == 1
     keyed = not one_run and len(names) > 1  # colour per run, style per column: keys
     shown_as = _twin_labels(items, names)

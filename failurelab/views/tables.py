@@ -58,7 +58,7 @@ def html_table(frame: pd.DataFrame, caption: str | None = None, *, compact: bool
     heads = [f'<th style="{HEAD if i == 0 else head}">{_escape(c)}</th>'
              for i, c in enumerate([index_name, *frame.columns])]
     rows, previous = [], object()
-    for label, row in zip(frame.index, frame.itertuples(index=False)):
+    for label, row in zip(frame.index, frame.itertuples(index=False), strict=True):
         group = "" if label == previous else ";border-top:1px solid #999"  # a new experiment
         cells = "".join(f'<td style="{cell}{group}{_width(v, compact)}'
                         f'{";" + cell_css(v) if cell_css else ""}">{_escape(v)}</td>'
@@ -103,7 +103,7 @@ def _escape(value) -> str:
 def markdown_table(frame: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table (no `tabulate` dependency)."""
     header = [frame.index.name or "", *map(str, frame.columns)]
-    body = [[str(i), *row] for i, row in zip(frame.index, frame.itertuples(index=False))]
+    body = [[str(i), *row] for i, row in zip(frame.index, frame.itertuples(index=False), strict=True)]
     lines = [header, ["---"] * len(header), *body]
     return "".join("| " + " | ".join(_md_cell(c) for c in line) + " |\n" for line in lines)
 

@@ -45,7 +45,7 @@ def images(g: torch.Generator, classes: int = 4) -> Split:
     templates = templates / templates.std(dim=(1, 2, 3), keepdim=True)
     y = torch.randint(0, classes, (n,), generator=g)
     shifts = torch.randint(-1, 2, (n, 2), generator=g)
-    X = torch.stack([templates[c].roll(tuple(s.tolist()), dims=(1, 2)) for c, s in zip(y, shifts)])
+    X = torch.stack([templates[c].roll(tuple(s.tolist()), dims=(1, 2)) for c, s in zip(y, shifts, strict=True)])
     X = X + 0.8 * torch.randn(X.shape, generator=g)
     return _split((X - X.mean()) / X.std(), y)
 

@@ -30,7 +30,7 @@ class Family:
 
 
 def _lrs(sgd, momentum, adam, adamw, rmsprop) -> dict:
-    return dict(zip(OPTIMIZERS, (sgd, momentum, adam, adamw, rmsprop)))
+    return dict(zip(OPTIMIZERS, (sgd, momentum, adam, adamw, rmsprop), strict=True))
 
 
 FLOAT = "float_inputs"  # standardised float features (raw units / NaN can be planted)

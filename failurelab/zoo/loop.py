@@ -102,7 +102,7 @@ def _forward_backward(loop: Loop, x: torch.Tensor, y: torch.Tensor, scaler=None)
     parts = 1 if loop.knobs.undivided_micro_batches else loop.micro_batches
     scale = parts * loop.knobs.loss_divisor
     autocast = loop.knobs.fp16 == "autocast" or scaler is not None
-    for xb, yb in zip(x.chunk(loop.micro_batches), y.chunk(loop.micro_batches)):
+    for xb, yb in zip(x.chunk(loop.micro_batches), y.chunk(loop.micro_batches), strict=True):
         with torch.autocast("cpu", dtype=torch.float16, enabled=autocast):
             output = loop.model(xb)  # the fault "autocast": float16 without a GradScaler
         loss = loop.loss_fn(output, yb)

@@ -26,7 +26,7 @@ def run_population(cases: list[Case], workers: int | None = None) -> list[tuple]
         return [(c, *timed_run(c)) for c in cases]
     with worker_pool(len(cases), workers) as pool:
         results = list(pool.map(timed_run, cases, chunksize=4))
-    return [(c, *r) for c, r in zip(cases, results)]
+    return [(c, *r) for c, r in zip(cases, results, strict=True)]
 
 
 def summary(case: Case, history: pd.DataFrame, seconds: float, cpu_seconds: float) -> dict:

@@ -52,7 +52,7 @@ class Wild:
         n = len(self.sightings)
         fig, axes = _pyplot().subplots(1, n, figsize=(4.2 * n, 3.4), layout="constrained",
                                        squeeze=False)
-        for s, ax in zip(self.sightings, axes[0]):
+        for s, ax in zip(self.sightings, axes[0], strict=False):
             loss({"healthy control": s.healthy, f"{self.fault} (as users write it)": s.faulty},
                  ax=ax)
             ax.set_title(f"{s.case.family} / {s.case.optimizer}", fontsize=10)

@@ -14,11 +14,11 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
-from .. import catalogue
 from ..basics.recipes import baseline
-from ..catalogue.faults import get
-from .parallel import worker_pool
-from .train import run
+from ..lab.parallel import worker_pool
+from ..lab.train import run
+from . import FAULTS
+from .faults import get
 
 COLUMNS = ["kind", "fault", "task", "seed", "fired", "score", "evidence", "values",
            "wall_time"]
@@ -53,7 +53,7 @@ def verify(faults: Iterable[str] | None = None, seeds: Iterable[int] = range(10)
     baseline run and signature of that task (`kind="baseline"`: it must not fire).
     `progress(done, total)` is called as runs finish.
     """
-    names = list(faults) if faults is not None else list(catalogue.FAULTS)
+    names = list(faults) if faults is not None else list(FAULTS)
     for name in names:
         get(name)  # unknown names fail before any work starts
     seeds = list(seeds)
@@ -88,7 +88,7 @@ def summary(results: pd.DataFrame) -> pd.DataFrame:
         "false_alarms": base.fired.sum().astype(int),
         "seconds": faults.wall_time.sum(),
     })
-    order = [n for n in catalogue.FAULTS if n in table.index]
+    order = [n for n in FAULTS if n in table.index]
     table = table.loc[order]
     table["ok"] = (table.reproduced == table.seeds) & (table.false_alarms == 0)
     return table
