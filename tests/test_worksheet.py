@@ -15,7 +15,7 @@ import pytest
 
 import failurelab as fl
 from failurelab.course.grading import HEADINGS, answer_key, grade, markdown_table
-from failurelab.course.worksheet import PredictionLocked, Worksheet
+from failurelab.course.worksheet import BLANK_VARIABLE, PredictionLocked, Worksheet
 
 FOUR_EN = ["symptom", "possible cause", "distinguishing experiment", "fix"]
 FOUR_ZH = ["现象", "可能原因", "区分实验", "修复动作"]
@@ -94,11 +94,11 @@ def test_predicting_again_before_observing_replaces_and_keeps_the_history(path):
     assert doc["earlier_predictions"][0]["at"] <= doc["prediction"]["at"]
 
 
-def test_a_prediction_without_shape_or_cause_records_no_prediction(path):
+def test_a_prediction_with_only_a_note_records_no_prediction_on_purpose(path):
     ws = Worksheet(path)
-    ws.predict("mystery-7")
+    ws.predict("mystery-7", note="no idea yet")
     assert ws.prediction("mystery-7").empty
-    assert ws.table().loc["mystery-7", "predicted"] == "no prediction"
+    assert ws.table().loc["mystery-7", "predicted"] == "no prediction (no idea yet)"
 
 
 @pytest.mark.parametrize("kwargs, closest", [
@@ -233,11 +233,11 @@ def test_the_table_has_the_worksheet_columns_in_english_and_chinese(path):
     ws = Worksheet(path)
     ws.predict("huge_lr", shape="diverging")
     en, zh = ws.table(), ws.table(lang="zh")
-    assert list(en.columns) == FOUR_EN + ["predicted", "observed", "match"]
-    assert list(zh.columns) == FOUR_ZH + ["预测", "观察", "是否一致"]
+    assert list(en.columns) == ["predicted", "observed", "match"] + FOUR_EN
+    assert list(zh.columns) == ["预测", "观察", "是否一致"] + FOUR_ZH
     row_en, row_zh = en.iloc[0].tolist(), zh.iloc[0].tolist()
-    assert row_en[4:6] == ["shape diverging, cause ?", "not observed"]
-    assert row_zh[4:6] == ["曲线形状 diverging，原因 ?", "尚未观察"]  # names stay as they are
+    assert row_en[:2] == ["shape diverging, cause ?", "not observed"]
+    assert row_zh[:2] == ["曲线形状 diverging，原因 ?", "尚未观察"]  # names stay as they are
 
 
 def test_an_unknown_language_is_refused(path):
@@ -245,19 +245,26 @@ def test_an_unknown_language_is_refused(path):
         Worksheet(path).table(lang="fr")
 
 
-def test_the_table_fills_the_columns_from_the_diagnosed_cause(path):
+def test_the_table_shows_the_students_own_words_and_the_key_sits_beside_them(path):
+    """Issue 29, item 14: the four columns are what the student wrote (the answer key's
+    texts are in `explanations`, beside them), not the key's."""
     ws = Worksheet(path)
-    ws.predict("huge_lr", shape="diverging", cause="no_zero_grad")
-    ws.observe("huge_lr", short_run("huge_lr"))
+    ws.predict("a-run", shape="diverging", cause="no_zero_grad", note="grad norm will climb")
+    ws.observe("a-run", short_run("huge_lr"))
+    ws.explain("a-run", symptom="my words: it spikes", cause="my words: rate too big",
+               experiment="my words: rate / 10", fix="my words: lower it")
     ws.predict("later", shape="plateau")
     table, key = ws.table(), answer_key()
-    row = table.loc["huge_lr"]
-    assert row["symptom"].startswith("diverging: ")
-    for column in ("possible cause", "distinguishing experiment", "fix"):
-        assert row[column].startswith(key.loc["huge_lr", column])
-    assert row["predicted"] == "shape diverging, cause no_zero_grad"
+    row = table.loc["a-run"]
+    assert [row[c] for c in FOUR_EN] == ["my words: it spikes", "my words: rate too big",
+                                         "my words: rate / 10", "my words: lower it"]
+    assert row["predicted"] == "shape diverging, cause no_zero_grad (grad norm will climb)"
     assert row["match"] == "shape ✓, cause ✗"
-    assert table.loc["later", "match"] == "—"
+    assert table.loc["later", "match"] == "—" and table.loc["later", "fix"] == ""
+    beside = ws.explanations().loc["a-run"].set_index("column")
+    assert beside.loc["fix", "yours"] == "my words: lower it"
+    assert beside.loc["fix", "answer key"] == key.loc["huge_lr", "fix"]
+    assert beside.loc["symptom", "answer key"].startswith("diverging: ")
 
 
 def test_markdown_and_csv_exports_return_what_they_write(path, tmp_path):
@@ -266,12 +273,12 @@ def test_markdown_and_csv_exports_return_what_they_write(path, tmp_path):
     ws.observe("huge_lr", short_run("huge_lr"))
     md = ws.to_markdown(tmp_path / "ws.md", lang="zh")
     assert md == (tmp_path / "ws.md").read_text(encoding="utf-8")
-    assert md.splitlines()[0] == "| 实验 | " + " | ".join(FOUR_ZH) + " | 预测 | 观察 | 是否一致 |"
+    assert md.splitlines()[0] == "| 实验 | 预测 | 观察 | 是否一致 | " + " | ".join(FOUR_ZH) + " |"
     assert "a \\| pipe" in md and all(line.count(" | ") == 7 for line in md.splitlines())
     csv = ws.to_csv(tmp_path / "ws.csv")
     assert csv == (tmp_path / "ws.csv").read_text(encoding="utf-8")
     back = pd.read_csv(tmp_path / "ws.csv", index_col=0)
-    assert back.loc["huge_lr", "fix"] == ws.table().loc["huge_lr", "fix"]
+    assert back.loc["huge_lr", "match"] == ws.table().loc["huge_lr", "match"]
 
 
 def test_the_markdown_renderer_needs_no_tabulate():
@@ -283,7 +290,7 @@ def test_grading_counts_correct_incorrect_and_missing(path):
     ws = Worksheet(path)
     ws.predict("right", shape="diverging", cause="huge_lr")
     ws.predict("wrong", shape="plateau", cause="no_zero_grad")
-    ws.predict("blank")
+    ws.predict("blank", note="no idea")
     ws.predict("pending", shape="plateau")
     for name in ("right", "wrong", "blank"):
         ws.observe(name, short_run("huge_lr"))
@@ -390,18 +397,20 @@ def test_explanations_sit_beside_the_answer_key_in_every_export(path, tmp_path):
     md = ws.to_markdown()
     assert "&lt;" not in md and "\\| rises" in md and "answer key" in md
     back = pd.read_csv(io.StringIO(ws.to_csv()), index_col=0)
-    assert back.loc["huge_lr", "yours: fix"] == "lower lr"
-    assert back.loc["huge_lr", "fix"] == ws.table().loc["huge_lr", "fix"]
+    assert back.loc["huge_lr", "fix"] == "lower lr" == ws.table().loc["huge_lr", "fix"]
+    assert back.loc["huge_lr", "yours: minutes"] == 7.5
 
 
 def test_tables_show_every_cell_whole_wrapped_and_left_aligned(path):
     ws = Worksheet(path)
     ws.predict("huge_lr", shape="diverging", note="a <long> note " * 20)
     ws.observe("huge_lr", short_run("huge_lr"))
+    ws.explain("huge_lr", fix="a fix in many words " * 5)
     table = ws.table()
-    shown = table._repr_html_()
-    fix = table.loc["huge_lr", "fix"]
-    assert len(fix) > 50 and html.escape(fix) in shown  # whole, not cut at 50 characters
+    shown, beside = table._repr_html_(), ws.explanations()._repr_html_()
+    fix = fl.FAULTS["huge_lr"].fix
+    assert len(fix) > 50 and html.escape(fix) in beside  # whole, not cut at 50 characters
+    assert table.loc["huge_lr", "fix"] in shown
     assert "a &lt;long&gt; note" in shown and "<long>" not in shown
     assert shown.count("text-align:left") >= table.size
     assert "white-space:pre-wrap" in shown
@@ -490,7 +499,8 @@ def test_a_removed_entry_is_evident(observed, path):
 
 # --- grading counts only what was attempted -----------------------------------------------------
 
-def test_a_worked_example_alone_is_not_full_marks(path):
+def test_a_worked_example_alone_is_not_full_marks(path, monkeypatch):
+    monkeypatch.setenv(BLANK_VARIABLE, "record")  # as the notebook tests run them
     ws = Worksheet(path)
     ws.predict("demo-baseline", shape="healthy", cause="healthy")
     ws.observe("demo-baseline", healthy_run())

@@ -11,6 +11,7 @@ import contextlib
 import math
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 import torch
 from torch import nn
@@ -111,14 +112,19 @@ def run(recipe_or_name: Recipe | str, *, seed: int = 0, steps: int | None = None
     done = runcache.load(stored)  # a verification session's notebooks share runs
     if done is not None:
         return done
-    started = time.perf_counter()
+    started, trained_at = time.perf_counter(), utc_now()
     with torch_threads(threads), torch.random.fork_rng():
         parts = build(recipe, seed)
         torch.manual_seed(seed)  # dropout draws from here
         history, first_bad = _train(parts, preset, device)
-    result = Run(recipe, seed, history, first_bad, time.perf_counter() - started)
+    result = Run(recipe, seed, history, first_bad, time.perf_counter() - started, trained_at)
     runcache.store(stored, result)
     return result
+
+
+def utc_now() -> str:
+    """The time now, as worksheets write it (UTC, ISO 8601, milliseconds)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _train(parts: Parts, preset: str, device: torch.device):

@@ -12,6 +12,8 @@ from __future__ import annotations
 import html
 import math
 import os
+import shutil
+import textwrap
 
 import pandas as pd
 
@@ -45,6 +47,50 @@ class TextTable(pd.DataFrame):
 
     def _repr_html_(self) -> str:
         return html_table(self)
+
+    def __repr__(self) -> str:
+        return plain_text(self)
+
+    __str__ = __repr__
+
+
+def plain_text(frame: pd.DataFrame, width: int | None = None) -> str:
+    """`frame` for a terminal, never cut with "...": pandas' own layout when every line
+    fits `width` (the terminal's), else one block per row, each cell wrapped."""
+    width = width or shutil.get_terminal_size((100, 24)).columns
+    with pd.option_context("display.max_colwidth", None, "display.max_columns", None,
+                           "display.max_rows", None, "display.width", None):
+        whole = pd.DataFrame(frame).to_string()
+    cells = [v for row in frame.itertuples(index=False) for v in row]
+    multiline = any(isinstance(v, str) and "\n" in v for v in cells)
+    if not multiline and max(map(len, whole.splitlines()), default=0) <= width:
+        return whole
+    label = max((len(str(c)) for c in frame.columns), default=0)
+    blocks, previous = [], object()
+    for name, row in zip(frame.index, frame.itertuples(index=False)):
+        same = name == previous  # a long table's next row of the same experiment
+        previous = name
+        lines = [] if same else [f"{frame.index.name}: {name}" if frame.index.name
+                                 else str(name)]
+        for column, value in zip(frame.columns, row):
+            text = _plain_cell(value)
+            if not text:
+                continue
+            wrapped = [piece for para in text.splitlines() for piece in
+                       textwrap.wrap(para, max(width - label - 4, 20)) or [""]]
+            lines += [f"  {str(column) if i == 0 else '':<{label}}  {piece}"
+                      for i, piece in enumerate(wrapped)]
+        blocks.append(("\n" if same else "\n\n") + "\n".join(lines))
+    return "".join(blocks).lstrip("\n")
+
+
+def _plain_cell(value) -> str:
+    """A cell as plain text: "" for None and NaN."""
+    if value is None or isinstance(value, float) and math.isnan(value):
+        return ""
+    if isinstance(value, tuple):
+        return " / ".join(map(str, value))
+    return str(value)
 
 
 def html_table(frame: pd.DataFrame, caption: str | None = None, *, compact: bool = False,
@@ -93,11 +139,7 @@ def html_lang(lang: str | None = None) -> str:
 
 
 def _escape(value) -> str:
-    if value is None or isinstance(value, float) and math.isnan(value):
-        return ""
-    if isinstance(value, tuple):
-        value = " / ".join(map(str, value))
-    return html.escape(str(value))
+    return html.escape(_plain_cell(value))
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
