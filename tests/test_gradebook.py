@@ -57,8 +57,8 @@ def test_thirty_worksheets_give_thirty_rows_and_bad_files_are_skipped(tmp_path):
     assert len(table) == 30 and list(table.index[:2]) == ["s00", "s01"]
     assert {p.rsplit("/", 1)[-1] for p, _ in book.skipped} == {
         "notes.json", "torn.worksheet.json", "missing.json"}
-    for student in book.students:  # the totals are the worksheet's own grade
-        own = grading.grade(student.entries).loc["total"]
+    for student in book.students:  # the totals are the worksheet's own ws.grade()
+        own = fl.Worksheet(student.path).grade().loc["total"]
         assert table.loc[student.name, "points"] == own["points"]
         assert table.loc[student.name, "out_of"] == own["out_of"]
     assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing written

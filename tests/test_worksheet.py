@@ -9,14 +9,17 @@ import json
 import os
 import re
 import threading
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import failurelab as fl
+from failurelab.course.gradebook import gradebook
 from failurelab.course.grading import HEADINGS, answer_key, grade, markdown_table
 from failurelab.course.worksheet import BLANK_VARIABLE, PredictionLocked, Worksheet
 
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 FOUR_EN = ["symptom", "possible cause", "distinguishing experiment", "fix"]
 FOUR_ZH = ["现象", "可能原因", "区分实验", "修复动作"]
 
@@ -514,3 +517,173 @@ def test_a_worked_example_alone_is_not_full_marks(path, monkeypatch):
     assert (total["points"], total["out_of"]) == (0, 0)
     assert total["status"].startswith("attempted 1 of 2, graded 0: nothing graded yet")
     assert "100" not in total["status"]
+
+
+# --- issue 29: grades follow the student's own run, and nothing forfeits silently ---------------
+
+@functools.lru_cache(maxsize=None)
+def no_zero_grad_run() -> fl.Run:
+    """Experiment 01-1's own recipe, trained once for this module (before any prediction
+    a test writes afterwards)."""
+    return fl.run("no_zero_grad")
+
+
+def test_a_course_key_is_resolved_to_its_fault_only_by_the_key_table():
+    from failurelab.course import keys
+
+    assert keys.fault_of("01-2") == "huge_lr" and keys.fault_of("huge_lr") == "huge_lr"
+    assert keys.recipe_of("01-2") == fl.inject(fl.baseline(), "huge_lr")
+    assert keys.faults_of("huge_lr+shuffled_labels") == ("huge_lr", "shuffled_labels")
+    assert keys.recipe_of("mystery-7") is None and keys.recipe_of("my_loop") is None
+    assert sorted(keys.EXPERIMENTS.values()) == sorted(fl.FAULTS)  # each fault, one key
+
+
+def test_observing_the_healthy_baseline_under_a_fault_key_is_not_scored(path, tmp_path):
+    """Issue 29, item 3: predict "healthy", observe the healthy baseline as 01-2."""
+    ws = Worksheet(path)
+    ws.predict("01-2", shape="healthy", cause="healthy")
+    seen = ws.observe("01-2", healthy_run())
+    assert "not experiment 01-2" in seen.unverified and "lr" in seen.unverified
+    assert "not scored" in str(seen)
+    row = ws.grade().loc["01-2"]
+    assert row["status"] == "run not verified" and (row["points"], row["out_of"]) == (0, 0)
+    assert "not scored" in ws.table().iloc[0]["match"]
+    book = gradebook([path]).table()
+    assert book.loc["student", "huge_lr"] == "run not verified"
+    assert book.loc["student", "run not verified"] == "huge_lr"
+    assert (book.loc["student", "points"], book.loc["student", "out_of"]) == (0, 0)
+    history = ws.observe("01-2", healthy_run().history)  # a bare history names no recipe
+    assert "a history alone" in history.unverified
+
+
+def test_a_run_trained_before_the_prediction_is_not_evidence_and_one_after_it_is(path):
+    ws = Worksheet(path)
+    early = no_zero_grad_run()
+    ws.predict("01-1", shape="diverging", cause="no_zero_grad")
+    seen = ws.observe("01-1", early)
+    assert "before the prediction" in seen.unverified
+    assert ws.grade().loc["01-1", "status"] == "run not verified"
+    later = fl.run("no_zero_grad", seed=4)  # any seed of the experiment's own recipe
+    assert later.trained_at > ws.prediction("01-1").at
+    seen = ws.observe("01-1", later)
+    assert seen.unverified == "" and seen.trained_at == later.trained_at
+    row = ws.grade().loc["01-1"]
+    assert row["status"] == "graded" and row["out_of"] == 2
+    assert ws.table().index[0] == "01-1 · no_zero_grad"  # revealed once observed
+
+
+def test_the_training_time_is_not_part_of_the_history_or_fingerprint():
+    first = no_zero_grad_run()
+    again = fl.run("no_zero_grad")
+    assert again.trained_at > first.trained_at
+    assert again.fingerprint == no_zero_grad_run().fingerprint
+    assert "trained_at" not in again.history.columns
+    timing = ["t_data", "t_forward", "t_backward", "t_step"]  # wall clock, never bitwise
+    assert again.history.drop(columns=timing).equals(first.history.drop(columns=timing))
+
+
+def test_an_older_worksheet_keyed_by_fault_names_still_opens_and_grades(path):
+    ws = Worksheet(path)
+    ws.predict("no_zero_grad", shape="diverging", cause="no_zero_grad")
+    ws.observe("no_zero_grad", fl.run("no_zero_grad"))
+    assert ws.grade().loc["no_zero_grad", "points"] == 2
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert "unverified" not in doc["entries"]["no_zero_grad"]["observation"]  # as before
+    assert Worksheet(path).audit().clean
+
+
+def test_an_entry_edited_by_hand_is_shown_and_not_scored_in_both_grades(path):
+    """Issue 29, item 4: edited entries no longer count (two flagged entries were 50 %)."""
+    ws = Worksheet(path)
+    for name in ("a", "b", "c", "d"):
+        ws.predict(name, shape="plateau", cause="lr_too_small")
+        ws.observe(name, short_run("huge_lr"))
+    for name in ("a", "b"):
+        _edit(path, lambda d, n=name: d["entries"][n]["prediction"].update(
+            shape="diverging", cause="huge_lr"))
+    g = Worksheet(path).grade()
+    assert g.loc["a", "status"] == g.loc["b", "status"] == "looks edited"
+    assert "changed or back-dated" in g.loc["a", "note"]
+    assert (g.loc["total", "points"], g.loc["total", "out_of"]) == (0, 4)
+    book = gradebook([path]).table().loc["student"]
+    assert (book["points"], book["out_of"]) == (0, 4) and book["a"] == "looks edited"
+
+
+def test_identical_worksheets_in_a_class_are_shown_and_not_scored(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    ws = Worksheet(folder / "ann.worksheet.json")
+    ws.predict("x", shape="diverging", cause="huge_lr")
+    ws.observe("x", short_run("huge_lr"))
+    (folder / "bob.worksheet.json").write_bytes(ws.path.read_bytes())  # byte-identical
+    doc = json.loads(ws.path.read_text(encoding="utf-8"))  # the same records, re-indented
+    (folder / "cy.worksheet.json").write_text(json.dumps(doc, indent=4), encoding="utf-8")
+    other = Worksheet(folder / "dee.worksheet.json")  # the same answers, her own records
+    other.predict("x", shape="diverging", cause="huge_lr")
+    other.observe("x", short_run("huge_lr"))
+    book = gradebook([folder])
+    table = book.table()
+    assert table.loc["ann", "duplicate of"] == "bob, cy"
+    assert table.loc["bob", "duplicate of"] == "ann, cy"
+    assert (table.loc["ann", "points"], table.loc["ann", "out_of"]) == (0, 0)
+    assert table.loc["dee", "duplicate of"] == "" and table.loc["dee", "points"] == 2
+    assert book.faults().loc["huge_lr", "graded"] == 1  # only dee's answer counts
+    assert "Identical worksheets" in book.to_html()
+
+
+def test_a_blank_prediction_stops_instead_of_forfeiting(path, monkeypatch):
+    """Issue 29, item 8: run as shipped, a prediction cell stops the notebook with a
+    short message, writes nothing, and the answer is still the student's to give."""
+    monkeypatch.delenv(BLANK_VARIABLE, raising=False)
+    ws = Worksheet(path)
+    before = path.read_bytes()
+    with pytest.raises(fl.PredictionBlank, match="blank") as refusal:
+        ws.predict("01-2", shape=None, cause=None, note="")
+    assert len(str(refusal.value).splitlines()) == 1 and "01-2" in str(refusal.value)
+    assert path.read_bytes() == before and ws.prediction("01-2") is None
+    ws.predict("01-2", shape="diverging", cause="huge_lr")  # then the answer is accepted
+    assert ws.prediction("01-2").cause == "huge_lr"
+    ws.predict("01-3", note="no idea")  # no guess, on purpose: recorded
+    assert ws.prediction("01-3").empty
+
+
+def test_a_blank_prediction_already_locked_reruns_quietly(path, monkeypatch):
+    """An older worksheet whose experiment was observed without a prediction: re-running
+    its blank cell must not stop the notebook forever."""
+    monkeypatch.setenv(BLANK_VARIABLE, "record")
+    ws = Worksheet(path)
+    ws.predict("01-4")
+    ws.observe("01-4", short_run("huge_lr"))
+    monkeypatch.delenv(BLANK_VARIABLE)
+    assert ws.predict("01-4").empty
+
+
+def test_run_all_of_notebook_01_stops_at_the_first_blank_prediction(tmp_path, monkeypatch):
+    """Its code cells run in order as Run All would, with nothing written: the first
+    prediction cell stops it before any experiment runs."""
+    monkeypatch.delenv(BLANK_VARIABLE, raising=False)
+    monkeypatch.setenv("FAILURELAB_WORKSHEET_DIR", str(tmp_path))
+    notebook = json.loads((NOTEBOOKS / "01_first_four.ipynb").read_text(encoding="utf-8"))
+    cells = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    namespace: dict = {}
+    with pytest.raises(fl.PredictionBlank):
+        for source in cells:
+            assert "fl.experiment(" not in source, "an experiment ran before a prediction"
+            exec(compile(source, "cell", "exec"), namespace)  # noqa: S102
+    assert fl.Worksheet(tmp_path / "course.worksheet.json").names == []
+
+
+def test_tables_print_whole_in_a_terminal(path, monkeypatch):
+    """Issue 29, item 14: no "..." in a terminal, and no line wider than it."""
+    monkeypatch.setenv("COLUMNS", "80")
+    ws = Worksheet(path)
+    note = "the update ratio of the first steps will be far above the healthy band " * 2
+    ws.predict("x", shape="diverging", cause="huge_lr", note=note.strip())
+    ws.observe("x", short_run("huge_lr"))
+    ws.explain("x", fix="lower the learning rate by ten and watch the update ratio again")
+    for shown in (str(ws.table()), repr(ws.explanations()), str(ws.grade())):
+        assert "..." not in shown and max(map(len, shown.splitlines())) <= 80
+    words = " ".join(str(ws.explanations()).split())
+    assert " ".join(fl.FAULTS["huge_lr"].fix.split()) in words
+    table = " ".join(str(ws.table()).split())
+    assert note.strip() in table and "watch the update ratio again" in table

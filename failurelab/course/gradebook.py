@@ -180,7 +180,7 @@ def _cell(row: dict) -> str:
 def _totals(student: Student, experiments_in_class: int) -> dict:
     s = grading.summary(student.grade_rows().values())
     edited = [*student.audit.issues, *(["(whole file)"] if student.audit.general else [])]
-    unbound = [n for n, r in student.grade_rows().items()
+    unbound = [keys.label(n) for n, r in student.grade_rows().items()
                if r["status"] == grading.UNVERIFIED]
     return {"attempted": f"{s['attempted']} of {experiments_in_class}", "graded": s["graded"],
             "points": s["points"], "out_of": s["out_of"],
