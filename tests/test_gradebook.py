@@ -9,7 +9,6 @@ import pytest
 
 import failurelab as fl
 from failurelab.cli import main
-from failurelab.course import grading
 from failurelab.course.gradebook import gradebook
 from failurelab.course.records import Entry, Observation, Prediction, Sheet, dump
 
