@@ -30,6 +30,7 @@ from .records import Entry
 from .worksheet import load
 
 SUFFIXES = (".worksheet.json", ".json")
+DUPLICATE = "identical worksheet"  # a grade row's status in a copied worksheet
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,8 @@ class Student:
                 for n, e in self.entries.items()}
         if self.duplicates:
             rows = {n: {**r, "shape_correct": None, "cause_correct": None, "points": 0,
-                        "out_of": 0} for n, r in rows.items()}
+                        "out_of": 0, "status": DUPLICATE if r["attempted"] else r["status"]}
+                    for n, r in rows.items()}
         return rows
 
 
@@ -63,7 +65,7 @@ class Gradebook:
         rows = {s.name: {**_cells(s), **_totals(s, len(names))} for s in self.students}
         frame = pd.DataFrame.from_dict(rows, orient="index", dtype=object)
         frame.index.name = "student"
-        return frame.reindex(columns=[*TOTALS, *names])  # the totals first: read first
+        return frame.reindex(columns=[*TOTALS, *names]).fillna("")  # the totals first: read first
 
     def faults(self) -> pd.DataFrame:
         """Per fault: graded answers, how many were wrong, the commonest wrong guesses."""
@@ -96,7 +98,7 @@ class Gradebook:
 
 
 TOTALS = ("score", "points", "out_of", "graded", "attempted", "looks edited",
-          "run not verified", "duplicate of", "unverified")
+          "run not verified", "duplicate of", "before the chain")
 
 
 def gradebook(paths) -> Gradebook:
@@ -179,7 +181,8 @@ def _cell(row: dict) -> str:
 
 def _totals(student: Student, experiments_in_class: int) -> dict:
     s = grading.summary(student.grade_rows().values())
-    edited = [*student.audit.issues, *(["(whole file)"] if student.audit.general else [])]
+    edited = [*map(keys.label, student.audit.issues),
+              *(["(whole file)"] if student.audit.general else [])]
     unbound = [keys.label(n) for n, r in student.grade_rows().items()
                if r["status"] == grading.UNVERIFIED]
     return {"attempted": f"{s['attempted']} of {experiments_in_class}", "graded": s["graded"],
@@ -187,7 +190,7 @@ def _totals(student: Student, experiments_in_class: int) -> dict:
             "score": f"{s['points'] / s['out_of']:.0%}" if s["out_of"] else "",
             "looks edited": ", ".join(edited), "run not verified": ", ".join(unbound),
             "duplicate of": ", ".join(student.duplicates),
-            "unverified": ", ".join(student.audit.unverified)}
+            "before the chain": ", ".join(map(keys.label, student.audit.unverified))}
 
 
 def _truths(students):
@@ -264,11 +267,11 @@ def _body(book: Gradebook) -> str:
              '(see "duplicate of"). Mysteries are graded against their reveal. Points '
              'count graded experiments only.</p>',
              html_table(_short(book.table()), compact=True, cell_css=_colour)]
-    edited = [(s.name, name, "; ".join(issues)) for s in book.students
+    edited = [(s.name, _named(name), "; ".join(issues)) for s in book.students
               for name, issues in [*s.audit.issues.items(),
                                    *((("(whole file)", s.audit.general),) if s.audit.general
                                      else ())]]
-    unbound = [(s.name, name, row["note"]) for s in book.students
+    unbound = [(s.name, _named(name), row["note"]) for s in book.students
                for name, row in s.grade_rows().items() if row["status"] == grading.UNVERIFIED]
     copies = [(s.name, ", ".join(s.duplicates)) for s in book.students if s.duplicates]
     for title, rows, columns in (
@@ -294,11 +297,16 @@ def _body(book: Gradebook) -> str:
     return "\n".join(parts)
 
 
+def _named(name: str) -> str:
+    """"no_zero_grad (01-1)": the column's name, and the key the student used."""
+    return name if keys.label(name) == name else f"{keys.label(name)} ({name})"
+
+
 SHORT = {"no prediction": "blank", "predicted, not observed": "not run",
          "not observed": "not run", grading.WORKED_EXAMPLE: "example",
-         grading.EDITED: "edited", grading.UNVERIFIED: "unverified"}
+         grading.EDITED: "edited", grading.UNVERIFIED: "unverified", DUPLICATE: "copy"}
 COLOURS = {"2": "background:#dff0d8", "1": "background:#fcf8e3", "0": "background:#f2dede"}
-NOT_SCORED = ("edited", "unverified")  # the page's cells that are shown, not scored
+NOT_SCORED = ("edited", "unverified", "copy")  # the page's cells that are shown, not scored
 OUTLINE = "outline:2px solid #b00;outline-offset:-2px"
 
 

@@ -73,6 +73,9 @@ class Prediction:
     def __str__(self) -> str:
         return prediction_text(self)  # in $FAILURELAB_LANG (English by default)
 
+    def __repr__(self) -> str:  # a notebook cell's value: what was saved, and when
+        return f"saved at {self.at}: {self}"
+
 
 @dataclass(frozen=True)
 class Observation:
@@ -137,6 +140,11 @@ class Explanation:
 
     def same_as(self, other: Explanation) -> bool:
         return replace(self, at="") == replace(other, at="")
+
+    def __repr__(self) -> str:  # a notebook cell's value: what was saved, and when
+        parts = [p for p in EXPLANATION_PARTS if getattr(self, p)]
+        minutes = "" if self.minutes is None else f", {self.minutes:g} min"
+        return f"saved at {self.at}: your {', '.join(parts)}{minutes}"
 
 
 @dataclass(frozen=True)
