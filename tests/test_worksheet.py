@@ -262,7 +262,7 @@ def test_the_table_shows_the_students_own_words_and_the_key_sits_beside_them(pat
     assert [row[c] for c in FOUR_EN] == ["my words: it spikes", "my words: rate too big",
                                          "my words: rate / 10", "my words: lower it"]
     assert row["predicted"] == "shape diverging, cause no_zero_grad (grad norm will climb)"
-    assert row["match"] == "shape ✓, cause ✗"
+    assert row["match"] == "shape\u00a0✓, cause\u00a0✗"
     assert table.loc["later", "match"] == "—" and table.loc["later", "fix"] == ""
     beside = ws.explanations().loc["a-run"].set_index("column")
     assert beside.loc["fix", "yours"] == "my words: lower it"

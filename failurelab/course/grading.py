@@ -218,9 +218,9 @@ def _match(entry: Entry, lang: str | None = None, name: str = "",
     not scored, where it is not."""
     if not entry.locked:
         return NONE
-    parts = [f"{word(what, lang)} {'✓' if ok else '✗' if ok is False else '?'}"
+    parts = [f"{word(what, lang)}\u00a0{'✓' if ok else '✗' if ok is False else '?'}"
              for what, (guess, ok) in verdicts(entry).items() if guess is not None]
-    text = ", ".join(parts) or word(NO_PREDICTION, lang)
+    text = ", ".join(parts) or word(NO_PREDICTION, lang)  # breaks between parts only
     status = grade_row(entry, name, lang, issues)["status"]
     if status in (EDITED, UNVERIFIED) and parts:
         text += say("not_scored", lang, why=word(status, lang))

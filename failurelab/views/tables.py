@@ -19,13 +19,13 @@ import pandas as pd
 
 from ..basics.text import language
 
-CELL = ("text-align:left;vertical-align:top;white-space:pre-wrap;overflow-wrap:break-word;"
+CELL = ("text-align:left;vertical-align:top;white-space:pre-wrap;overflow-wrap:anywhere;"
         "padding:4px 8px;border-bottom:1px solid #ddd;min-width:4em;max-width:28em")
 HEAD = CELL + ";font-weight:600;background:#f3f3f3;border-bottom:2px solid #999"
 LONG = 120  # characters: a paragraph, not a label, which keeps LONG_WIDTH (see _width)
 LONG_WIDTH = ";min-width:13em"
-SHORT = 24  # characters: a label ("shape ✓, cause ✗"), kept on one line
-SHORT_WIDTH = ";white-space:nowrap"
+MEDIUM = 40  # characters: a sentence, which keeps MEDIUM_WIDTH
+MEDIUM_WIDTH = ";min-width:8em"
 # A compact table (a gradebook: many short columns) reads its headers upwards.
 COMPACT_CELL = ("text-align:left;vertical-align:top;white-space:nowrap;padding:3px 6px;"
                 "border-bottom:1px solid #ddd")
@@ -124,11 +124,11 @@ def html_table(frame: pd.DataFrame, caption: str | None = None, *, compact: bool
 def _width(value, compact: bool) -> str:
     """A paragraph-long cell keeps a readable width: squeezed to the table's share of the
     page it became a column one word wide, many times taller than the other cells (a
-    wide table scrolls sideways in a notebook instead); a label-long one stays on one
-    line, where wrapping would stack "shape ✓, cause ✗" four lines high."""
+    wide table scrolls sideways in a notebook instead); a sentence keeps a few words a
+    line."""
     if compact or not isinstance(value, str):
         return ""
-    return LONG_WIDTH if len(value) > LONG else SHORT_WIDTH if len(value) <= SHORT else ""
+    return LONG_WIDTH if len(value) > LONG else MEDIUM_WIDTH if len(value) > MEDIUM else ""
 
 
 def page(title: str, body: str, lang: str | None = None) -> str:
