@@ -26,6 +26,8 @@ LONG = 120  # characters: a paragraph, not a label, which keeps LONG_WIDTH (see 
 LONG_WIDTH = ";min-width:13em"
 MEDIUM = 40  # characters: a sentence, which keeps MEDIUM_WIDTH
 MEDIUM_WIDTH = ";min-width:8em"
+SHORT = 24  # characters: a label, broken at spaces only ("曲线形状 ✓，原因 ✗", not 曲线形|状)
+SHORT_BREAKS = ";word-break:keep-all"
 # A compact table (a gradebook: many short columns) reads its headers upwards.
 COMPACT_CELL = ("text-align:left;vertical-align:top;white-space:nowrap;padding:3px 6px;"
                 "border-bottom:1px solid #ddd")
@@ -125,10 +127,12 @@ def _width(value, compact: bool) -> str:
     """A paragraph-long cell keeps a readable width: squeezed to the table's share of the
     page it became a column one word wide, many times taller than the other cells (a
     wide table scrolls sideways in a notebook instead); a sentence keeps a few words a
-    line."""
+    line; a label breaks only between its words, in Chinese too."""
     if compact or not isinstance(value, str):
         return ""
-    return LONG_WIDTH if len(value) > LONG else MEDIUM_WIDTH if len(value) > MEDIUM else ""
+    if len(value) > LONG:
+        return LONG_WIDTH
+    return MEDIUM_WIDTH if len(value) > MEDIUM else SHORT_BREAKS if len(value) <= SHORT else ""
 
 
 def page(title: str, body: str, lang: str | None = None) -> str:
