@@ -263,7 +263,8 @@ def _body(book: Gradebook) -> str:
              'predicted, not observed yet. Shown and not scored, outlined in red: '
              '"edited", an entry that does not match its hash chain; "unverified", an '
              'observation of a run that is not the experiment\'s (another recipe, or '
-             'trained before the prediction); a worksheet identical to another student\'s '
+             'trained before the prediction); "copy", a worksheet identical to another '
+             'student\'s '
              '(see "duplicate of"). Mysteries are graded against their reveal. Points '
              'count graded experiments only.</p>',
              html_table(_short(book.table()), compact=True, cell_css=_colour)]
