@@ -13,6 +13,11 @@ The Chinese edition (`notebooks/zh/`) has the English code cells, so its languag
 cannot come from them: it comes from $FAILURELAB_LANG, which a student sets when starting
 Jupyter (README) and which this sets to "zh" for each item in that folder, the same way.
 
+The notebooks ship with blank predictions, and a blank prediction stops a notebook
+(`PredictionBlank`) so that a student's Run All cannot record "no prediction" for them.
+Verification runs them as shipped, unanswered: for notebook items this sets
+$FAILURELAB_BLANK_PREDICTIONS to "record", and each blank is recorded as "no prediction".
+
 Notebook items also share one folder of finished runs for the session
 ($FAILURELAB_RUN_CACHE, see `failurelab.lab.runcache`): the Chinese edition reads the runs
 its English edition computed instead of training them again.  Runs are bitwise
@@ -38,6 +43,8 @@ RUNS = "FAILURELAB_RUN_CACHE"  # failurelab.lab.runcache.VARIABLE
 _RUNS = pytest.StashKey[str]()  # on the config: the session's folder of runs
 _PREVIOUS_RUNS = pytest.StashKey[str | None]()  # on an item: the variable before it
 _RUN_FOLDER = "failurelab_runs"  # the key that hands the folder to xdist workers
+BLANK = "FAILURELAB_BLANK_PREDICTIONS"  # failurelab.course.worksheet.BLANK_VARIABLE
+_PREVIOUS_BLANK = pytest.StashKey[str | None]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -67,6 +74,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if Path(item.path).suffix == ".ipynb":
         item.stash[_PREVIOUS_RUNS] = os.environ.get(RUNS)
         os.environ[RUNS] = item.config.stash[_RUNS]
+        item.stash[_PREVIOUS_BLANK] = os.environ.get(BLANK)
+        os.environ[BLANK] = "record"
     if CHINESE in Path(item.path).resolve().parents:
         item.stash[_LANGUAGE] = os.environ.get(LANGUAGE)
         os.environ[LANGUAGE] = "zh"
@@ -88,6 +97,8 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         _restore(LANGUAGE, item.stash[_LANGUAGE])
     if _PREVIOUS_RUNS in item.stash:
         _restore(RUNS, item.stash[_PREVIOUS_RUNS])
+    if _PREVIOUS_BLANK in item.stash:
+        _restore(BLANK, item.stash[_PREVIOUS_BLANK])
     if previous is None:
         os.environ.pop(VARIABLE, None)
     else:

@@ -35,12 +35,14 @@ _LAZY = {
     "Wild": "zoo.wild", "in_the_wild": "zoo.wild",
     "NotObservedYet": "course.worksheet", "PredictionLocked": "course.worksheet",
     "Worksheet": "course.worksheet",
+    "PredictionBlank": "course.worksheet",
 }
 _MODULES = ("plots",)  # public names that are modules, not names defined in one
 
 __all__ = [
     "FAULTS", "Alert", "Diagnosis", "Experiment", "Fault", "Followup", "LRRangeResult",
-    "Monitor", "MonitorWarning", "Mystery", "NotObservedYet", "Parts", "PredictionLocked",
+    "Monitor", "MonitorWarning", "Mystery", "NotObservedYet", "Parts", "PredictionBlank",
+    "PredictionLocked",
     "Recipe", "Reveal", "Run", "Wild", "Worksheet", "alerts", "answer_key", "baseline",
     "build", "check", "diagnose", "diff", "experiment", "format_diff", "grade",
     "in_the_wild", "inject", "lr_range_test", "mystery", "parse_seeds", "plots",

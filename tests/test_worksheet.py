@@ -9,14 +9,17 @@ import json
 import os
 import re
 import threading
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import failurelab as fl
+from failurelab.course.gradebook import gradebook
 from failurelab.course.grading import HEADINGS, answer_key, grade, markdown_table
-from failurelab.course.worksheet import PredictionLocked, Worksheet
+from failurelab.course.worksheet import BLANK_VARIABLE, PredictionLocked, Worksheet
 
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 FOUR_EN = ["symptom", "possible cause", "distinguishing experiment", "fix"]
 FOUR_ZH = ["现象", "可能原因", "区分实验", "修复动作"]
 
@@ -94,11 +97,11 @@ def test_predicting_again_before_observing_replaces_and_keeps_the_history(path):
     assert doc["earlier_predictions"][0]["at"] <= doc["prediction"]["at"]
 
 
-def test_a_prediction_without_shape_or_cause_records_no_prediction(path):
+def test_a_prediction_with_only_a_note_records_no_prediction_on_purpose(path):
     ws = Worksheet(path)
-    ws.predict("mystery-7")
+    ws.predict("mystery-7", note="no idea yet")
     assert ws.prediction("mystery-7").empty
-    assert ws.table().loc["mystery-7", "predicted"] == "no prediction"
+    assert ws.table().loc["mystery-7", "predicted"] == "no prediction (no idea yet)"
 
 
 @pytest.mark.parametrize("kwargs, closest", [
@@ -233,11 +236,11 @@ def test_the_table_has_the_worksheet_columns_in_english_and_chinese(path):
     ws = Worksheet(path)
     ws.predict("huge_lr", shape="diverging")
     en, zh = ws.table(), ws.table(lang="zh")
-    assert list(en.columns) == FOUR_EN + ["predicted", "observed", "match"]
-    assert list(zh.columns) == FOUR_ZH + ["预测", "观察", "是否一致"]
+    assert list(en.columns) == ["predicted", "observed", "match"] + FOUR_EN
+    assert list(zh.columns) == ["预测", "观察", "是否一致"] + FOUR_ZH
     row_en, row_zh = en.iloc[0].tolist(), zh.iloc[0].tolist()
-    assert row_en[4:6] == ["shape diverging, cause ?", "not observed"]
-    assert row_zh[4:6] == ["曲线形状 diverging，原因 ?", "尚未观察"]  # names stay as they are
+    assert row_en[:2] == ["shape diverging, cause ?", "not observed"]
+    assert row_zh[:2] == ["曲线形状 diverging，原因 ?", "尚未观察"]  # names stay as they are
 
 
 def test_an_unknown_language_is_refused(path):
@@ -245,19 +248,26 @@ def test_an_unknown_language_is_refused(path):
         Worksheet(path).table(lang="fr")
 
 
-def test_the_table_fills_the_columns_from_the_diagnosed_cause(path):
+def test_the_table_shows_the_students_own_words_and_the_key_sits_beside_them(path):
+    """Issue 29, item 14: the four columns are what the student wrote (the answer key's
+    texts are in `explanations`, beside them), not the key's."""
     ws = Worksheet(path)
-    ws.predict("huge_lr", shape="diverging", cause="no_zero_grad")
-    ws.observe("huge_lr", short_run("huge_lr"))
+    ws.predict("a-run", shape="diverging", cause="no_zero_grad", note="grad norm will climb")
+    ws.observe("a-run", short_run("huge_lr"))
+    ws.explain("a-run", symptom="my words: it spikes", cause="my words: rate too big",
+               experiment="my words: rate / 10", fix="my words: lower it")
     ws.predict("later", shape="plateau")
     table, key = ws.table(), answer_key()
-    row = table.loc["huge_lr"]
-    assert row["symptom"].startswith("diverging: ")
-    for column in ("possible cause", "distinguishing experiment", "fix"):
-        assert row[column].startswith(key.loc["huge_lr", column])
-    assert row["predicted"] == "shape diverging, cause no_zero_grad"
-    assert row["match"] == "shape ✓, cause ✗"
-    assert table.loc["later", "match"] == "—"
+    row = table.loc["a-run"]
+    assert [row[c] for c in FOUR_EN] == ["my words: it spikes", "my words: rate too big",
+                                         "my words: rate / 10", "my words: lower it"]
+    assert row["predicted"] == "shape diverging, cause no_zero_grad (grad norm will climb)"
+    assert row["match"] == "shape\u00a0✓, cause\u00a0✗"
+    assert table.loc["later", "match"] == "—" and table.loc["later", "fix"] == ""
+    beside = ws.explanations().loc["a-run"].set_index("column")
+    assert beside.loc["fix", "yours"] == "my words: lower it"
+    assert beside.loc["fix", "answer key"] == key.loc["huge_lr", "fix"]
+    assert beside.loc["symptom", "answer key"].startswith("diverging: ")
 
 
 def test_markdown_and_csv_exports_return_what_they_write(path, tmp_path):
@@ -266,12 +276,12 @@ def test_markdown_and_csv_exports_return_what_they_write(path, tmp_path):
     ws.observe("huge_lr", short_run("huge_lr"))
     md = ws.to_markdown(tmp_path / "ws.md", lang="zh")
     assert md == (tmp_path / "ws.md").read_text(encoding="utf-8")
-    assert md.splitlines()[0] == "| 实验 | " + " | ".join(FOUR_ZH) + " | 预测 | 观察 | 是否一致 |"
+    assert md.splitlines()[0] == "| 实验 | 预测 | 观察 | 是否一致 | " + " | ".join(FOUR_ZH) + " |"
     assert "a \\| pipe" in md and all(line.count(" | ") == 7 for line in md.splitlines())
     csv = ws.to_csv(tmp_path / "ws.csv")
     assert csv == (tmp_path / "ws.csv").read_text(encoding="utf-8")
     back = pd.read_csv(tmp_path / "ws.csv", index_col=0)
-    assert back.loc["huge_lr", "fix"] == ws.table().loc["huge_lr", "fix"]
+    assert back.loc["huge_lr", "match"] == ws.table().loc["huge_lr", "match"]
 
 
 def test_the_markdown_renderer_needs_no_tabulate():
@@ -283,7 +293,7 @@ def test_grading_counts_correct_incorrect_and_missing(path):
     ws = Worksheet(path)
     ws.predict("right", shape="diverging", cause="huge_lr")
     ws.predict("wrong", shape="plateau", cause="no_zero_grad")
-    ws.predict("blank")
+    ws.predict("blank", note="no idea")
     ws.predict("pending", shape="plateau")
     for name in ("right", "wrong", "blank"):
         ws.observe(name, short_run("huge_lr"))
@@ -390,18 +400,20 @@ def test_explanations_sit_beside_the_answer_key_in_every_export(path, tmp_path):
     md = ws.to_markdown()
     assert "&lt;" not in md and "\\| rises" in md and "answer key" in md
     back = pd.read_csv(io.StringIO(ws.to_csv()), index_col=0)
-    assert back.loc["huge_lr", "yours: fix"] == "lower lr"
-    assert back.loc["huge_lr", "fix"] == ws.table().loc["huge_lr", "fix"]
+    assert back.loc["huge_lr", "fix"] == "lower lr" == ws.table().loc["huge_lr", "fix"]
+    assert back.loc["huge_lr", "yours: minutes"] == 7.5
 
 
 def test_tables_show_every_cell_whole_wrapped_and_left_aligned(path):
     ws = Worksheet(path)
     ws.predict("huge_lr", shape="diverging", note="a <long> note " * 20)
     ws.observe("huge_lr", short_run("huge_lr"))
+    ws.explain("huge_lr", fix="a fix in many words " * 5)
     table = ws.table()
-    shown = table._repr_html_()
-    fix = table.loc["huge_lr", "fix"]
-    assert len(fix) > 50 and html.escape(fix) in shown  # whole, not cut at 50 characters
+    shown, beside = table._repr_html_(), ws.explanations()._repr_html_()
+    fix = fl.FAULTS["huge_lr"].fix
+    assert len(fix) > 50 and html.escape(fix) in beside  # whole, not cut at 50 characters
+    assert table.loc["huge_lr", "fix"] in shown
     assert "a &lt;long&gt; note" in shown and "<long>" not in shown
     assert shown.count("text-align:left") >= table.size
     assert "white-space:pre-wrap" in shown
@@ -490,7 +502,8 @@ def test_a_removed_entry_is_evident(observed, path):
 
 # --- grading counts only what was attempted -----------------------------------------------------
 
-def test_a_worked_example_alone_is_not_full_marks(path):
+def test_a_worked_example_alone_is_not_full_marks(path, monkeypatch):
+    monkeypatch.setenv(BLANK_VARIABLE, "record")  # as the notebook tests run them
     ws = Worksheet(path)
     ws.predict("demo-baseline", shape="healthy", cause="healthy")
     ws.observe("demo-baseline", healthy_run())
@@ -504,3 +517,173 @@ def test_a_worked_example_alone_is_not_full_marks(path):
     assert (total["points"], total["out_of"]) == (0, 0)
     assert total["status"].startswith("attempted 1 of 2, graded 0: nothing graded yet")
     assert "100" not in total["status"]
+
+
+# --- issue 29: grades follow the student's own run, and nothing forfeits silently ---------------
+
+@functools.lru_cache(maxsize=None)
+def no_zero_grad_run() -> fl.Run:
+    """Experiment 01-1's own recipe, trained once for this module (before any prediction
+    a test writes afterwards)."""
+    return fl.run("no_zero_grad")
+
+
+def test_a_course_key_is_resolved_to_its_fault_only_by_the_key_table():
+    from failurelab.course import keys
+
+    assert keys.fault_of("01-2") == "huge_lr" and keys.fault_of("huge_lr") == "huge_lr"
+    assert keys.recipe_of("01-2") == fl.inject(fl.baseline(), "huge_lr")
+    assert keys.faults_of("huge_lr+shuffled_labels") == ("huge_lr", "shuffled_labels")
+    assert keys.recipe_of("mystery-7") is None and keys.recipe_of("my_loop") is None
+    assert sorted(keys.EXPERIMENTS.values()) == sorted(fl.FAULTS)  # each fault, one key
+
+
+def test_observing_the_healthy_baseline_under_a_fault_key_is_not_scored(path, tmp_path):
+    """Issue 29, item 3: predict "healthy", observe the healthy baseline as 01-2."""
+    ws = Worksheet(path)
+    ws.predict("01-2", shape="healthy", cause="healthy")
+    seen = ws.observe("01-2", healthy_run())
+    assert "not experiment 01-2" in seen.unverified and "lr" in seen.unverified
+    assert "not scored" in str(seen)
+    row = ws.grade().loc["01-2"]
+    assert row["status"] == "run not verified" and (row["points"], row["out_of"]) == (0, 0)
+    assert "not scored" in ws.table().iloc[0]["match"]
+    book = gradebook([path]).table()
+    assert book.loc["student", "huge_lr"] == "run not verified"
+    assert book.loc["student", "run not verified"] == "huge_lr"
+    assert (book.loc["student", "points"], book.loc["student", "out_of"]) == (0, 0)
+    history = ws.observe("01-2", healthy_run().history)  # a bare history names no recipe
+    assert "a history alone" in history.unverified
+
+
+def test_a_run_trained_before_the_prediction_is_not_evidence_and_one_after_it_is(path):
+    ws = Worksheet(path)
+    early = no_zero_grad_run()
+    ws.predict("01-1", shape="diverging", cause="no_zero_grad")
+    seen = ws.observe("01-1", early)
+    assert "before the prediction" in seen.unverified
+    assert ws.grade().loc["01-1", "status"] == "run not verified"
+    later = fl.run("no_zero_grad", seed=4)  # any seed of the experiment's own recipe
+    assert later.trained_at > ws.prediction("01-1").at
+    seen = ws.observe("01-1", later)
+    assert seen.unverified == "" and seen.trained_at == later.trained_at
+    row = ws.grade().loc["01-1"]
+    assert row["status"] == "graded" and row["out_of"] == 2
+    assert ws.table().index[0] == "01-1 · no_zero_grad"  # revealed once observed
+
+
+def test_the_training_time_is_not_part_of_the_history_or_fingerprint():
+    first = no_zero_grad_run()
+    again = fl.run("no_zero_grad")
+    assert again.trained_at > first.trained_at
+    assert again.fingerprint == no_zero_grad_run().fingerprint
+    assert "trained_at" not in again.history.columns
+    timing = ["t_data", "t_forward", "t_backward", "t_step"]  # wall clock, never bitwise
+    assert again.history.drop(columns=timing).equals(first.history.drop(columns=timing))
+
+
+def test_an_older_worksheet_keyed_by_fault_names_still_opens_and_grades(path):
+    ws = Worksheet(path)
+    ws.predict("no_zero_grad", shape="diverging", cause="no_zero_grad")
+    ws.observe("no_zero_grad", fl.run("no_zero_grad"))
+    assert ws.grade().loc["no_zero_grad", "points"] == 2
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert "unverified" not in doc["entries"]["no_zero_grad"]["observation"]  # as before
+    assert Worksheet(path).audit().clean
+
+
+def test_an_entry_edited_by_hand_is_shown_and_not_scored_in_both_grades(path):
+    """Issue 29, item 4: edited entries no longer count (two flagged entries were 50 %)."""
+    ws = Worksheet(path)
+    for name in ("a", "b", "c", "d"):
+        ws.predict(name, shape="plateau", cause="lr_too_small")
+        ws.observe(name, short_run("huge_lr"))
+    for name in ("a", "b"):
+        _edit(path, lambda d, n=name: d["entries"][n]["prediction"].update(
+            shape="diverging", cause="huge_lr"))
+    g = Worksheet(path).grade()
+    assert g.loc["a", "status"] == g.loc["b", "status"] == "looks edited"
+    assert "changed or back-dated" in g.loc["a", "note"]
+    assert (g.loc["total", "points"], g.loc["total", "out_of"]) == (0, 4)
+    book = gradebook([path]).table().loc["student"]
+    assert (book["points"], book["out_of"]) == (0, 4) and book["a"] == "looks edited"
+
+
+def test_identical_worksheets_in_a_class_are_shown_and_not_scored(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    ws = Worksheet(folder / "ann.worksheet.json")
+    ws.predict("x", shape="diverging", cause="huge_lr")
+    ws.observe("x", short_run("huge_lr"))
+    (folder / "bob.worksheet.json").write_bytes(ws.path.read_bytes())  # byte-identical
+    doc = json.loads(ws.path.read_text(encoding="utf-8"))  # the same records, re-indented
+    (folder / "cy.worksheet.json").write_text(json.dumps(doc, indent=4), encoding="utf-8")
+    other = Worksheet(folder / "dee.worksheet.json")  # the same answers, her own records
+    other.predict("x", shape="diverging", cause="huge_lr")
+    other.observe("x", short_run("huge_lr"))
+    book = gradebook([folder])
+    table = book.table()
+    assert table.loc["ann", "duplicate of"] == "bob, cy"
+    assert table.loc["bob", "duplicate of"] == "ann, cy"
+    assert (table.loc["ann", "points"], table.loc["ann", "out_of"]) == (0, 0)
+    assert table.loc["dee", "duplicate of"] == "" and table.loc["dee", "points"] == 2
+    assert book.faults().loc["huge_lr", "graded"] == 1  # only dee's answer counts
+    assert "Identical worksheets" in book.to_html()
+
+
+def test_a_blank_prediction_stops_instead_of_forfeiting(path, monkeypatch):
+    """Issue 29, item 8: run as shipped, a prediction cell stops the notebook with a
+    short message, writes nothing, and the answer is still the student's to give."""
+    monkeypatch.delenv(BLANK_VARIABLE, raising=False)
+    ws = Worksheet(path)
+    before = path.read_bytes()
+    with pytest.raises(fl.PredictionBlank, match="blank") as refusal:
+        ws.predict("01-2", shape=None, cause=None, note="")
+    assert len(str(refusal.value).splitlines()) == 1 and "01-2" in str(refusal.value)
+    assert path.read_bytes() == before and ws.prediction("01-2") is None
+    ws.predict("01-2", shape="diverging", cause="huge_lr")  # then the answer is accepted
+    assert ws.prediction("01-2").cause == "huge_lr"
+    ws.predict("01-3", note="no idea")  # no guess, on purpose: recorded
+    assert ws.prediction("01-3").empty
+
+
+def test_a_blank_prediction_already_locked_reruns_quietly(path, monkeypatch):
+    """An older worksheet whose experiment was observed without a prediction: re-running
+    its blank cell must not stop the notebook forever."""
+    monkeypatch.setenv(BLANK_VARIABLE, "record")
+    ws = Worksheet(path)
+    ws.predict("01-4")
+    ws.observe("01-4", short_run("huge_lr"))
+    monkeypatch.delenv(BLANK_VARIABLE)
+    assert ws.predict("01-4").empty
+
+
+def test_run_all_of_notebook_01_stops_at_the_first_blank_prediction(tmp_path, monkeypatch):
+    """Its code cells run in order as Run All would, with nothing written: the first
+    prediction cell stops it before any experiment runs."""
+    monkeypatch.delenv(BLANK_VARIABLE, raising=False)
+    monkeypatch.setenv("FAILURELAB_WORKSHEET_DIR", str(tmp_path))
+    notebook = json.loads((NOTEBOOKS / "01_first_four.ipynb").read_text(encoding="utf-8"))
+    cells = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    namespace: dict = {}
+    with pytest.raises(fl.PredictionBlank):
+        for source in cells:
+            assert "fl.experiment(" not in source, "an experiment ran before a prediction"
+            exec(compile(source, "cell", "exec"), namespace)  # noqa: S102
+    assert fl.Worksheet(tmp_path / "course.worksheet.json").names == []
+
+
+def test_tables_print_whole_in_a_terminal(path, monkeypatch):
+    """Issue 29, item 14: no "..." in a terminal, and no line wider than it."""
+    monkeypatch.setenv("COLUMNS", "80")
+    ws = Worksheet(path)
+    note = "the update ratio of the first steps will be far above the healthy band " * 2
+    ws.predict("x", shape="diverging", cause="huge_lr", note=note.strip())
+    ws.observe("x", short_run("huge_lr"))
+    ws.explain("x", fix="lower the learning rate by ten and watch the update ratio again")
+    for shown in (str(ws.table()), repr(ws.explanations()), str(ws.grade())):
+        assert "..." not in shown and max(map(len, shown.splitlines())) <= 80
+    words = " ".join(str(ws.explanations()).split())
+    assert " ".join(fl.FAULTS["huge_lr"].fix.split()) in words
+    table = " ".join(str(ws.table()).split())
+    assert note.strip() in table and "watch the update ratio again" in table

@@ -1,6 +1,6 @@
 """One experiment of the course, as the notebooks use it: a fault beside its baseline.
 
-`experiment("huge_lr")` runs the healthy baseline and the faulty recipe with the same
+`experiment("01-2")` (or `experiment("huge_lr")`) runs the healthy baseline and the faulty recipe with the same
 seed; its methods run the distinguishing experiment and the fix and report what the
 telemetry measured, so that every notebook section is a handful of one-line cells.
 """
@@ -19,6 +19,7 @@ from ..catalogue.faults import Fault, check, get
 from ..evidence.runs import Run
 from ..evidence.signatures import Evidence, Signature, fmt, side_by_side
 from ..lab.train import run
+from .keys import fault_of
 
 
 @functools.lru_cache(maxsize=128)
@@ -129,7 +130,8 @@ class Experiment:
 
 
 def experiment(name: str, seed: int = 0) -> Experiment:
-    """Run fault `name` and its task's healthy baseline with the same seed."""
-    fault = get(name)
+    """Run experiment `name` (a course key such as "01-2", or a fault's name) and its
+    task's healthy baseline with the same seed."""
+    fault = get(fault_of(name) or name)
     base = baseline(fault.task)
     return Experiment(fault, seed, _cached(base, seed), _cached(fault.inject(base), seed))

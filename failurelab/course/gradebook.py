@@ -1,9 +1,13 @@
 """A class gradebook from worksheet files: what an instructor reads before the lecture.
 
-One row per student and one column per experiment; the totals say how much was
-attempted and graded (a blank is never full marks); entries whose hash chain does not
-check out are listed, because they look edited by hand; and per fault, how often the
-class mispredicted it and which shape and cause it was confused with.  A file that is
+One row per student and one column per experiment (a course key and an older
+worksheet's fault name share the fault's column); the totals say how much was attempted
+and graded (a blank is never full marks).  Three things are shown and never scored:
+entries whose hash chain does not check out (they look edited by hand), observations
+of a run that is not the experiment's (another recipe, or trained before the
+prediction), and worksheets identical to another student's (the same bytes, or the same
+chain of records, time stamps included, which two students cannot write apart).  Per
+fault: how often the class mispredicted it and what it was confused with.  A file that is
 not a worksheet is listed and skipped, never fatal.  Reading only: no worksheet is
 ever written here, and no run is repeated (grading uses what each file recorded).
 """
@@ -11,6 +15,7 @@ ever written here, and no run is repeated (grading uses what each file recorded)
 from __future__ import annotations
 
 import collections
+import hashlib
 import io
 import os
 from dataclasses import dataclass
@@ -18,14 +23,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..catalogue import FAULTS
 from ..views.tables import export, html_table, page
-from . import grading
+from . import grading, keys
 from .chain import Audit
 from .records import Entry
 from .worksheet import load
 
 SUFFIXES = (".worksheet.json", ".json")
+DUPLICATE = "identical worksheet"  # a grade row's status in a copied worksheet
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,19 @@ class Student:
     path: Path
     entries: dict[str, Entry]
     audit: Audit
+    identity: str = ""  # the last link of its chain (its bytes' digest without one)
+    duplicates: tuple[str, ...] = ()  # other students whose worksheet is this one
+
+    def grade_rows(self) -> dict[str, dict]:
+        """Each experiment's grade row, as `Worksheet.grade` computes it; a duplicate
+        worksheet scores nothing."""
+        rows = {n: grading.grade_row(e, n, issues=self.audit.of(n))
+                for n, e in self.entries.items()}
+        if self.duplicates:
+            rows = {n: {**r, "shape_correct": None, "cause_correct": None, "points": 0,
+                        "out_of": 0, "status": DUPLICATE if r["attempted"] else r["status"]}
+                    for n, r in rows.items()}
+        return rows
 
 
 @dataclass(frozen=True)
@@ -44,11 +62,10 @@ class Gradebook:
     def table(self) -> pd.DataFrame:
         """One row per student: each experiment's result, then the totals."""
         names = experiments(self.students)
-        rows = {s.name: {**{n: _cell(s, n) for n in names}, **_totals(s, len(names))}
-                for s in self.students}
+        rows = {s.name: {**_cells(s), **_totals(s, len(names))} for s in self.students}
         frame = pd.DataFrame.from_dict(rows, orient="index", dtype=object)
         frame.index.name = "student"
-        return frame.reindex(columns=[*TOTALS, *names])  # the totals first: read first
+        return frame.reindex(columns=[*TOTALS, *names]).fillna("")  # the totals first: read first
 
     def faults(self) -> pd.DataFrame:
         """Per fault: graded answers, how many were wrong, the commonest wrong guesses."""
@@ -80,7 +97,8 @@ class Gradebook:
                                    _body(self)), path)
 
 
-TOTALS = ("score", "points", "out_of", "graded", "attempted", "looks edited", "unverified")
+TOTALS = ("score", "points", "out_of", "graded", "attempted", "looks edited",
+          "run not verified", "duplicate of", "before the chain")
 
 
 def gradebook(paths) -> Gradebook:
@@ -92,8 +110,14 @@ def gradebook(paths) -> Gradebook:
             read.append((path, *_graded(path)))
         except (OSError, ValueError, RecursionError) as err:
             skipped.append((str(path), " ".join(str(err).split())))
-    names = _student_names([p for p, _, _ in read])
-    students = tuple(Student(names[p], p, sheet.entries, audit) for p, sheet, audit in read)
+    names = _student_names([p for p, *_ in read])
+    same = collections.defaultdict(list)
+    for path, sheet, _, identity in read:
+        if sheet.entries:
+            same[identity].append(names[path])
+    students = tuple(Student(names[p], p, sheet.entries, audit, identity,
+                             tuple(n for n in same[identity] if n != names[p]))
+                     for p, sheet, audit, identity in read)
     return Gradebook(students, tuple(skipped))
 
 
@@ -104,14 +128,16 @@ def _graded(path: Path):
     try:
         audit = sheet.audit()
         student = Student(path.name, path, sheet.entries, audit)
-        _cell(student, next(iter(sheet.entries), ""))
+        _cells(student)
         _totals(student, len(sheet.entries))
         fault_statistics([student])
         confusion_counts([student])
+        identity = str(sheet.chain[-1]["link"]) if sheet.chain else \
+            hashlib.sha256(path.read_bytes()).hexdigest()
     except (TypeError, AttributeError, KeyError, IndexError) as err:
         raise ValueError(f"{path} has entries of unexpected types ({err!r}); it was "
                          f"edited by hand?") from None
-    return sheet, audit
+    return sheet, audit, identity
 
 
 def find(paths) -> tuple[list[Path], list[tuple[str, str]]]:
@@ -129,43 +155,54 @@ def find(paths) -> tuple[list[Path], list[tuple[str, str]]]:
 
 
 def experiments(students) -> list[str]:
-    """Every graded experiment any student has, in first-seen order."""
+    """Every graded experiment any student has (by its fault, where it has one), in
+    first-seen order."""
     seen = {}
     for s in students:
         for name in s.entries:
             if not name.startswith(grading.WORKED_EXAMPLE_PREFIX):
-                seen.setdefault(name, None)
+                seen.setdefault(keys.label(name), None)
     return list(seen)
 
 
-def _cell(student: Student, name: str) -> str:
-    entry = student.entries.get(name)
-    if entry is None:
-        return ""
-    row = grading.grade_row(entry, name)
-    text = f"{row['points']} of {row['out_of']}" if row["status"] == "graded" else row["status"]
+def _cells(student: Student) -> dict[str, str]:
+    """Each experiment's cell, under its column (`keys.label`)."""
+    return {keys.label(name): _cell(row) for name, row in student.grade_rows().items()
+            if not name.startswith(grading.WORKED_EXAMPLE_PREFIX)}
+
+
+def _cell(row: dict) -> str:
+    if row["status"] == "graded":
+        return f"{row['points']} of {row['out_of']}"
     if row["status"] == grading.NOT_OBSERVED and row["attempted"]:
-        text = "predicted, not observed"
-    return text + (" (edited?)" if student.audit.of(name) else "")
+        return "predicted, not observed"
+    return row["status"]
 
 
 def _totals(student: Student, experiments_in_class: int) -> dict:
-    s = grading.summary(grading.grade_row(e, n) for n, e in student.entries.items())
-    edited = [*student.audit.issues, *(["(whole file)"] if student.audit.general else [])]
+    s = grading.summary(student.grade_rows().values())
+    edited = [*map(keys.label, student.audit.issues),
+              *(["(whole file)"] if student.audit.general else [])]
+    unbound = [keys.label(n) for n, r in student.grade_rows().items()
+               if r["status"] == grading.UNVERIFIED]
     return {"attempted": f"{s['attempted']} of {experiments_in_class}", "graded": s["graded"],
             "points": s["points"], "out_of": s["out_of"],
             "score": f"{s['points'] / s['out_of']:.0%}" if s["out_of"] else "",
-            "looks edited": ", ".join(edited), "unverified": ", ".join(student.audit.unverified)}
+            "looks edited": ", ".join(edited), "run not verified": ", ".join(unbound),
+            "duplicate of": ", ".join(student.duplicates),
+            "before the chain": ", ".join(map(keys.label, student.audit.unverified))}
 
 
 def _truths(students):
     """(student, experiment, fault it was, expected shapes, grade row) per graded entry."""
     for s in students:
-        for name, entry in s.entries.items():
-            row = grading.grade_row(entry, name)
+        if s.duplicates:
+            continue
+        for name, row in s.grade_rows().items():
+            entry = s.entries[name]
             if row["status"] != "graded":
                 continue
-            fault = entry.truth.fault if entry.truth else name if name in FAULTS else \
+            fault = entry.truth.fault if entry.truth else keys.fault_of(name) or \
                 row["observed_cause"]
             yield s, name, fault, grading.expected(entry)["shape"] or (), row
 
@@ -223,19 +260,34 @@ def _student_names(paths: list[Path]) -> dict[Path, str]:
 def _body(book: Gradebook) -> str:
     parts = ['<p class="note">One row per worksheet, one column per experiment. "2/2": '
              'shape and cause right; "blank": observed without a prediction; "not run": '
-             'predicted, not observed yet; "?": the entry does not match its hash chain '
-             '(edited by hand?). Mysteries are graded against their reveal. Points count '
-             'graded experiments only.</p>',
+             'predicted, not observed yet. Shown and not scored, outlined in red: '
+             '"edited", an entry that does not match its hash chain; "unverified", an '
+             'observation of a run that is not the experiment\'s (another recipe, or '
+             'trained before the prediction); "copy", a worksheet identical to another '
+             'student\'s '
+             '(see "duplicate of"). Mysteries are graded against their reveal. Points '
+             'count graded experiments only.</p>',
              html_table(_short(book.table()), compact=True, cell_css=_colour)]
-    edited = [(s.name, name, "; ".join(issues)) for s in book.students
+    edited = [(s.name, _named(name), "; ".join(issues)) for s in book.students
               for name, issues in [*s.audit.issues.items(),
                                    *((("(whole file)", s.audit.general),) if s.audit.general
                                      else ())]]
-    if edited:
-        parts += ["<h2>Entries that look edited by hand</h2>", html_table(pd.DataFrame(
-            [(e, w) for _, e, w in edited], index=pd.Index([s for s, _, _ in edited],
-                                                           name="student"),
-            columns=["experiment", "what does not check out"]))]
+    unbound = [(s.name, _named(name), row["note"]) for s in book.students
+               for name, row in s.grade_rows().items() if row["status"] == grading.UNVERIFIED]
+    copies = [(s.name, ", ".join(s.duplicates)) for s in book.students if s.duplicates]
+    for title, rows, columns in (
+            ("Entries that look edited by hand", edited,
+             ["experiment", "what does not check out"]),
+            ("Observations not verified (another recipe, or trained before the prediction)",
+             unbound, ["experiment", "why"])):
+        if rows:
+            parts += [f"<h2>{title}: not scored</h2>", html_table(pd.DataFrame(
+                [r[1:] for r in rows], index=pd.Index([r[0] for r in rows], name="student"),
+                columns=columns))]
+    if copies:
+        parts += ["<h2>Identical worksheets: not scored</h2>", html_table(pd.DataFrame(
+            [c for _, c in copies], index=pd.Index([s for s, _ in copies], name="student"),
+            columns=["identical to"]))]
     parts += ["<h2>Faults the class mispredicted most</h2>", html_table(book.faults()),
               "<h2>What was confused with what</h2>", html_table(book.confusions())]
     if book.skipped:
@@ -246,17 +298,25 @@ def _body(book: Gradebook) -> str:
     return "\n".join(parts)
 
 
+def _named(name: str) -> str:
+    """"no_zero_grad (01-1)": the column's name, and the key the student used."""
+    return name if keys.label(name) == name else f"{keys.label(name)} ({name})"
+
+
 SHORT = {"no prediction": "blank", "predicted, not observed": "not run",
-         "not observed": "not run", grading.WORKED_EXAMPLE: "example"}
+         "not observed": "not run", grading.WORKED_EXAMPLE: "example",
+         grading.EDITED: "edited", grading.UNVERIFIED: "unverified", DUPLICATE: "copy"}
 COLOURS = {"2": "background:#dff0d8", "1": "background:#fcf8e3", "0": "background:#f2dede"}
+NOT_SCORED = ("edited", "unverified", "copy")  # the page's cells that are shown, not scored
+OUTLINE = "outline:2px solid #b00;outline-offset:-2px"
 
 
 def _short(table: pd.DataFrame) -> pd.DataFrame:
-    """The page's cells: "2/2" for "2 of 2", "blank" for "no prediction", "?" if edited."""
+    """The page's cells: "2/2" for "2 of 2", "blank" for "no prediction"."""
     def short(value):
         if not isinstance(value, str):
             return value
-        text = value.replace(" (edited?)", " ?").replace(" of ", "/")
+        text = value.replace(" of ", "/")
         return SHORT.get(text, text)
     names = experiments_in(table)
     return table.assign(**{n: table[n].map(short) for n in names})
@@ -269,5 +329,4 @@ def experiments_in(table: pd.DataFrame) -> list[str]:
 def _colour(value) -> str:
     text = str(value)
     colour = COLOURS.get(text[0], "") if "/" in text and text[0].isdigit() else ""
-    return colour + (";outline:2px solid #b00;outline-offset:-2px" if text.endswith(" ?")
-                     else "")
+    return OUTLINE if text in NOT_SCORED else colour

@@ -20,6 +20,7 @@ from ..catalogue import FAULTS
 from ..catalogue.fault import phenomenon
 from ..evidence import shapes
 from ..views.tables import TextTable, html_table, markdown_table, page
+from . import keys as course_keys
 from .records import NO_PREDICTION, Entry, observation_text, prediction_text
 from .records import TEXTS as RECORD_TEXTS
 
@@ -27,6 +28,8 @@ HEALTHY = "healthy"  # the cause of a run on which no fault signature fired
 NOT_OBSERVED = "not observed"
 WORKED_EXAMPLE = "worked example"  # notebook 00's demo: shipped filled in, never graded
 WORKED_EXAMPLE_PREFIX = "demo-"
+EDITED = "looks edited"  # the hash chain does not vouch for the entry: shown, not scored
+UNVERIFIED = "run not verified"  # observed on another recipe, or on a run trained earlier
 NONE = "—"
 
 HEADINGS = {
@@ -49,6 +52,8 @@ WORDS = {
     NO_PREDICTION: RECORD_TEXTS[NO_PREDICTION],
     NOT_OBSERVED: Text(NOT_OBSERVED, "尚未观察"),
     WORKED_EXAMPLE: Text(WORKED_EXAMPLE, "示例（不计分）"),
+    EDITED: Text(EDITED, "疑似手工修改"),
+    UNVERIFIED: Text(UNVERIFIED, "运行未经核实"),
     "graded": Text("graded", "已评分"),
     "shape": Text("shape", "曲线形状"), "cause": Text("cause", "原因"),
 }
@@ -64,6 +69,7 @@ TEXTS = {
     "disagrees": Text("; the telemetry read {observed} and disagrees",
                       "；遥测数据读出的是 {observed}，与之不符"),
     "or": Text(" or ", " 或 "),
+    "not_scored": Text(" (not scored: {why})", "（不计分：{why}）"),
     "symptom": Text("{shape}: {evidence}", "{shape}：{evidence}"),
     "more": Text("; {evidence}", "；{evidence}"),
     "attempted": Text("attempted {attempted} of {experiments}, graded {graded}",
@@ -88,11 +94,14 @@ def say(key: str, lang: str | None = None, **values) -> str:
     return TEXTS[key].say(lang, **values)
 
 
-def table(entries: dict, lang: str | None = None) -> TextTable:
-    """One row per experiment: the four worksheet columns, predicted, observed, match."""
+def table(entries: dict, lang: str | None = None, flagged=None) -> TextTable:
+    """One row per experiment: the prediction, what the telemetry showed, whether they
+    match, then the student's own four columns (empty until explained).  The answer
+    key's columns are in `explanations`, beside the student's."""
     heads = headings(lang)
-    keys = (*FOUR, "predicted", "observed", "match")
-    frame = TextTable([_row(e, lang) for e in entries.values()], index=list(entries),
+    keys = ("predicted", "observed", "match", *FOUR)
+    frame = TextTable([_row(e, lang, name, flagged) for name, e in entries.items()],
+                      index=[course_keys.shown(n, e.locked) for n, e in entries.items()],
                       columns=list(keys), dtype=object)
     frame.columns = [heads[k] for k in keys]
     frame.index.name = heads["name"]
@@ -114,23 +123,27 @@ def explanations(entries: dict, lang: str | None = None) -> TextTable:
         for part, yours in zip((*FOUR, "invariant", "minutes"),
                                (e.symptom, e.cause, e.experiment, e.fix, e.invariant, minutes), strict=False):
             rows.append((heads[part], yours, key.get(part, "")))
-            index.append(name)
+            index.append(course_keys.shown(name, entry.locked))
     frame = TextTable(rows, index=index, columns=[heads["part"], heads["yours"], heads["key"]],
                       dtype=object)
     frame.index.name = heads["name"]
     return frame
 
 
-def grade(entries, lang: str | None = None) -> TextTable:
+def grade(entries, lang: str | None = None, flagged=None) -> TextTable:
     """Per experiment: shape and cause right or wrong, a note, then a total row.
 
-    `entries` is a worksheet's entries (or the Worksheet).  Points count only where a
-    prediction was made and its experiment observed (or revealed); the total row says
-    how many were attempted and graded.  `lang` words the status and the notes; the
-    column names are the same in every language."""
+    `entries` is a worksheet's entries (or the Worksheet), `flagged` the audit's issues
+    (experiment -> what looks edited; a Worksheet's own audit when it is given).  Points
+    count only where a prediction was made and its experiment observed (or revealed) on
+    a verified run, in an entry the chain vouches for; the total row says how many were
+    attempted and graded.  `lang` words the status and the notes; the column names are
+    the same in every language."""
     if hasattr(entries, "entries"):
+        flagged = entries.audit().issues if flagged is None else flagged
         entries = entries.entries()
-    rows = {name: grade_row(e, name, lang) for name, e in entries.items()}
+    rows = {name: grade_row(e, name, lang, (flagged or {}).get(name, ()))
+            for name, e in entries.items()}
     frame = TextTable([[word(r[c], lang) if c == "status" else r[c] for c in GRADE_COLUMNS]
                        for r in rows.values()],
                       index=list(rows), columns=list(GRADE_COLUMNS), dtype=object)
@@ -155,20 +168,13 @@ def answer_key(lang: str | None = None) -> pd.DataFrame:
     return frame
 
 
-def _row(entry: Entry, lang: str | None = None) -> tuple[str, ...]:
+def _row(entry: Entry, lang: str | None = None, name: str = "",
+         flagged=None) -> tuple[str, ...]:
     obs, predicted = entry.observation, prediction_text(entry.prediction, lang)
-    if obs is None:
-        return "", "", "", "", predicted, word(NOT_OBSERVED, lang), NONE
-    symptom = say("symptom", lang, shape=shapes.name(obs.shape, lang),
-                  evidence=obs.shape_evidence)
-    if obs.evidence != obs.shape_evidence:
-        symptom += say("more", lang, evidence=obs.evidence)
-    key = _telemetry_texts(obs, lang)
-    cause = key["cause"]
-    if obs.lookalikes:
-        cause += say("lookalikes", lang, names=", ".join(obs.lookalikes))
-    return (symptom, cause, key["experiment"], key["fix"], predicted,
-            observation_text(obs, lang), _match(entry, lang))
+    own = [getattr(entry.explanation, part) if entry.explanation else "" for part in FOUR]
+    issues = (flagged or {}).get(name, ())
+    observed = word(NOT_OBSERVED, lang) if obs is None else observation_text(obs, lang)
+    return (predicted, observed, _match(entry, lang, name, issues), *own)
 
 
 def _telemetry_texts(obs, lang: str | None = None) -> dict[str, str]:
@@ -192,22 +198,33 @@ def _key_texts(entry: Entry, lang: str | None = None) -> dict[str, str]:
     if entry.observation is None:
         return {}
     obs = entry.observation
-    return {"symptom": say("symptom", lang, shape=shapes.name(obs.shape, lang),
-                           evidence=obs.shape_evidence),
-            **_telemetry_texts(obs, lang)}
+    symptom = say("symptom", lang, shape=shapes.name(obs.shape, lang),
+                  evidence=obs.shape_evidence)
+    if obs.evidence != obs.shape_evidence:
+        symptom += say("more", lang, evidence=obs.evidence)
+    key = _telemetry_texts(obs, lang)
+    if obs.lookalikes:
+        key["cause"] += say("lookalikes", lang, names=", ".join(obs.lookalikes))
+    return {"symptom": symptom, **key}
 
 
 def _cause_text(fault, lang: str | None = None) -> str:
     return f"{fault.text('title', lang)}: {fault.text('cause', lang)}"
 
 
-def _match(entry: Entry, lang: str | None = None) -> str:
-    """"shape ✓, cause ✗"; "?" where there is nothing to compare with."""
+def _match(entry: Entry, lang: str | None = None, name: str = "",
+           issues: tuple[str, ...] = ()) -> str:
+    """"shape ✓, cause ✗"; "?" where there is nothing to compare with; why an entry is
+    not scored, where it is not."""
     if not entry.locked:
         return NONE
-    parts = [f"{word(what, lang)} {'✓' if ok else '✗' if ok is False else '?'}"
+    parts = [f"{word(what, lang)}\u00a0{'✓' if ok else '✗' if ok is False else '?'}"
              for what, (guess, ok) in verdicts(entry).items() if guess is not None]
-    return ", ".join(parts) or word(NO_PREDICTION, lang)
+    text = ", ".join(parts) or word(NO_PREDICTION, lang)  # breaks between parts only
+    status = grade_row(entry, name, lang, issues)["status"]
+    if status in (EDITED, UNVERIFIED) and parts:
+        text += say("not_scored", lang, why=word(status, lang))
+    return text
 
 
 def expected(entry: Entry) -> dict[str, tuple[str, ...] | None]:
@@ -239,22 +256,32 @@ GRADE_COLUMNS = ("predicted_shape", "observed_shape", "shape_correct", "predicte
                  "observed_cause", "cause_correct", "points", "out_of", "status", "note")
 
 
-def grade_row(entry: Entry, name: str = "", lang: str | None = None) -> dict:
-    """One experiment's grade: each part right, wrong or ungraded, and why."""
+def grade_row(entry: Entry, name: str = "", lang: str | None = None,
+              issues: tuple[str, ...] = ()) -> dict:
+    """One experiment's grade: each part right, wrong or ungraded, and why.  `issues`:
+    what the hash chain found edited in this entry (then it is shown, not scored)."""
     v, o = verdicts(entry), entry.observation
     attempted = entry.prediction is not None and not entry.prediction.empty
+    unverified = entry.truth is None and o is not None and bool(o.unverified)
     if name.startswith(WORKED_EXAMPLE_PREFIX):
         status, oks = WORKED_EXAMPLE, [None, None]
     elif not entry.locked:
         status, oks = NOT_OBSERVED, [None, None]
+    elif not attempted:
+        status, oks = NO_PREDICTION, [None, None]
+    elif issues:
+        status, oks = EDITED, [None, None]
+    elif unverified:
+        status, oks = UNVERIFIED, [None, None]
     else:
-        status, oks = ("graded" if attempted else NO_PREDICTION), [v["shape"][1], v["cause"][1]]
+        status, oks = "graded", [v["shape"][1], v["cause"][1]]
+    note = "; ".join(issues) if status == EDITED else \
+        o.unverified if status == UNVERIFIED else _note(entry, lang)
     return dict(predicted_shape=v["shape"][0], observed_shape=o.shape if o else None,
                 shape_correct=oks[0], predicted_cause=v["cause"][0],
                 observed_cause=o.cause if o else None, cause_correct=oks[1],
                 points=sum(ok is True for ok in oks), out_of=sum(ok is not None for ok in oks),
-                status=status, attempted=attempted and status != WORKED_EXAMPLE,
-                note=_note(entry, lang))
+                status=status, attempted=attempted and status != WORKED_EXAMPLE, note=note)
 
 
 def _note(entry: Entry, lang: str | None = None) -> str:
@@ -275,12 +302,14 @@ def summary(rows) -> dict[str, int]:
     """Counts over grade rows: experiments, attempted, graded, points, out_of, ..."""
     rows = list(rows)
     count = {s: sum(r["status"] == s for r in rows)
-             for s in ("graded", NO_PREDICTION, NOT_OBSERVED, WORKED_EXAMPLE)}
+             for s in ("graded", NO_PREDICTION, NOT_OBSERVED, WORKED_EXAMPLE, EDITED,
+                       UNVERIFIED)}
     return dict(experiments=len(rows) - count[WORKED_EXAMPLE],
                 attempted=sum(bool(r.get("attempted")) for r in rows),
                 graded=count["graded"], points=sum(r["points"] for r in rows),
                 out_of=sum(r["out_of"] for r in rows), no_prediction=count[NO_PREDICTION],
                 not_observed=count[NOT_OBSERVED], worked_examples=count[WORKED_EXAMPLE],
+                edited=count[EDITED], unverified=count[UNVERIFIED],
                 shape_correct=sum(r["shape_correct"] is True for r in rows),
                 cause_correct=sum(r["cause_correct"] is True for r in rows))
 
@@ -299,6 +328,7 @@ def _total_row(s: dict[str, int], lang: str | None = None) -> dict:
     extras = [f"{s[k]} {label}" for k, label in (
         ("no_prediction", word(NO_PREDICTION, lang)),
         ("not_observed", word(NOT_OBSERVED, lang)),
+        ("edited", word(EDITED, lang)), ("unverified", word(UNVERIFIED, lang)),
         ("worked_examples", say("worked_total", lang))) if s[k]]
     return dict(predicted_shape="", observed_shape="", shape_correct=s["shape_correct"],
                 predicted_cause="", observed_cause="", cause_correct=s["cause_correct"],
@@ -309,10 +339,11 @@ def _total_row(s: dict[str, int], lang: str | None = None) -> dict:
 # --- exports -----------------------------------------------------------------------------
 
 def csv_table(entries: dict, lang: str | None = None) -> str:
-    """The worksheet table with the student's own columns after it, one row each."""
+    """The worksheet table (with the student's four columns), then the invariant and the
+    minutes, one row per experiment."""
     heads = headings(lang)
     frame = pd.DataFrame(table(entries, lang))
-    for part in (*FOUR, "invariant", "minutes"):
+    for part in ("invariant", "minutes"):
         frame[f"{heads['yours']}: {heads[part]}"] = [_own(e, part) for e in entries.values()]
     buffer = io.StringIO()
     frame.to_csv(buffer, lineterminator="\n")

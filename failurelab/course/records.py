@@ -28,15 +28,22 @@ TEXTS = {
     "prediction": Text("shape {shape}, cause {cause}", "曲线形状 {shape}，原因 {cause}"),
     "observation": Text("shape {shape}, cause {cause} ({confidence} confidence)",
                         "曲线形状 {shape}，原因 {cause}（置信度：{confidence}）"),
+    "unverified": Text("not scored: {why}", "不计分：{why}"),
 }
 
 
 def prediction_text(p, lang: str | None = None) -> str:
     """"shape plateau, cause huge_lr (note)", in `lang`."""
     if p is None or p.empty:
-        return TEXTS[NO_PREDICTION].say(lang)
+        text = TEXTS[NO_PREDICTION].say(lang)
+        return f"{text} ({p.note})" if p is not None and p.note else text
     text = TEXTS["prediction"].say(lang, shape=p.shape or "?", cause=p.cause or "?")
     return f"{text} ({p.note})" if p.note else text
+
+
+def unverified_text(o, lang: str | None = None) -> str:
+    """"not scored: ..." for an observation whose run is not evidence for its name."""
+    return TEXTS["unverified"].say(lang, why=o.unverified)
 
 
 def observation_text(o, lang: str | None = None) -> str:
@@ -66,6 +73,9 @@ class Prediction:
     def __str__(self) -> str:
         return prediction_text(self)  # in $FAILURELAB_LANG (English by default)
 
+    def __repr__(self) -> str:  # a notebook cell's value: what was saved, and when
+        return f"saved at {self.at}: {self}"
+
 
 @dataclass(frozen=True)
 class Observation:
@@ -81,13 +91,31 @@ class Observation:
     steps: int  # rows of history read
     at: str
     fingerprint: str = ""  # the observed run's loss digest (as Run.fingerprint); "" in old files
+    trained_at: str = ""  # when the observed run began training; "" for a bare history
+    # Why this run is not evidence for the experiment it was recorded under ("": it is,
+    # or the name binds no recipe): another recipe, or trained before the prediction.
+    unverified: str = ""
 
     def same_as(self, other: Observation) -> bool:
         """The same reading of the same run, whenever it was taken."""
         return replace(self, at="") == replace(other, at="")
 
     def __str__(self) -> str:
-        return observation_text(self)  # in $FAILURELAB_LANG (English by default)
+        text = observation_text(self)  # in $FAILURELAB_LANG (English by default)
+        return f"{text}\n{unverified_text(self)}" if self.unverified else text
+
+
+# Fields added after records were first chained: written only when set, so a record
+# from before them has the same JSON, and the same digest in the chain, as it had.
+LATER_FIELDS = {"trained_at": "", "unverified": ""}
+
+
+def plain(record) -> dict | None:
+    """A record as JSON: `asdict`, less the later fields still at their default."""
+    if record is None:
+        return None
+    return {k: v for k, v in asdict(record).items()
+            if not (k in LATER_FIELDS and v == LATER_FIELDS[k])}
 
 
 EXPLANATION_PARTS = ("symptom", "cause", "experiment", "fix", "invariant")
@@ -112,6 +140,11 @@ class Explanation:
 
     def same_as(self, other: Explanation) -> bool:
         return replace(self, at="") == replace(other, at="")
+
+    def __repr__(self) -> str:  # a notebook cell's value: what was saved, and when
+        parts = [p for p in EXPLANATION_PARTS if getattr(self, p)]
+        minutes = "" if self.minutes is None else f", {self.minutes:g} min"
+        return f"saved at {self.at}: your {', '.join(parts)}{minutes}"
 
 
 @dataclass(frozen=True)
@@ -144,7 +177,7 @@ class Entry:
                  ("observe", self.observation),
                  *(("explain", e) for e in self.earlier_explanations),
                  ("explain", self.explanation), ("reveal", self.truth)]
-        return [(kind, asdict(r)) for kind, r in kinds if r is not None]
+        return [(kind, plain(r)) for kind, r in kinds if r is not None]
 
     def to_json(self) -> dict:
         return {"prediction": _plain(self.prediction),
@@ -177,7 +210,7 @@ class Sheet:
 
     def write(self, kind: str, name: str, record) -> None:
         """Append record's event to the chain (the caller has put it in the entry)."""
-        hash_chain.append(self.chain, kind, name, asdict(record))
+        hash_chain.append(self.chain, kind, name, plain(record))
 
     def start(self, now: str) -> None:
         """Begin the chain; an older file's records are carried in as they stand."""
@@ -237,4 +270,4 @@ def _record(kind, raw: dict | None):
 
 
 def _plain(record) -> dict | None:
-    return None if record is None else asdict(record)
+    return plain(record)

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..basics.files import atomic_write, exclusive_lock
+from ..basics.recipes import diff
 from ..basics.text import Text
 from ..catalogue import FAULTS
 from ..catalogue.diagnosis import diagnose
@@ -38,14 +39,17 @@ from ..catalogue.faults import SHAPES
 from ..evidence.runs import history_of
 from ..views.tables import export
 from . import chain as hash_chain
-from . import grading
+from . import grading, keys
 from .grading import HEALTHY, NO_PREDICTION
 from .records import Entry, Explanation, Observation, Prediction, Sheet, Truth, dump, load
 
 DIRECTORY_VARIABLE = "FAILURELAB_WORKSHEET_DIR"
+# Set to "record" by the notebook tests (conftest.py): they run the notebooks as
+# shipped, unanswered, and a blank prediction is then recorded as "no prediction".
+BLANK_VARIABLE = "FAILURELAB_BLANK_PREDICTIONS"
 
 __all__ = ["Entry", "Explanation", "NotObservedYet", "Observation", "Prediction",
-           "PredictionLocked", "Sheet", "Worksheet", "load", "resolve"]
+           "PredictionBlank", "PredictionLocked", "Sheet", "Worksheet", "load", "resolve"]
 
 
 # What a refusal tells the student, in $FAILURELAB_LANG.
@@ -55,6 +59,13 @@ REFUSALS = {
                    "a new experiment name.",
                    "{name} 已于 {when} 被观察（在 {path} 中）；它的预测（{old}）不能再改成"
                    "（{new}）。请在运行之前预测：要重新预测，请使用一个新的实验名称。"),
+    "blank": Text("{name}: your prediction is blank, so this cell stopped the notebook "
+                  "before the run could show you the answer. Replace None with the shape and "
+                  "cause you expect (or, with no guess at all, say so in note=...), then run "
+                  "this cell again.",
+                  "{name}：你的预测是空的，所以这个单元格在运行揭晓答案之前停下了笔记本。请把 "
+                  "None 换成你预期的曲线形状和原因（如果确实毫无猜测，请在 note=... 中写明），"
+                  "然后再运行这个单元格。"),
     "unobserved": Text("{name} has not been observed yet (in {path}): run it and "
                        "ws.observe({name}, run) first, then explain what you saw",
                        "{name} 还没有被观察（在 {path} 中）：先运行它并调用 "
@@ -63,6 +74,11 @@ REFUSALS = {
 
 class PredictionLocked(ValueError):
     """A prediction changed after its experiment was observed: that is back-filling."""
+
+
+class PredictionBlank(ValueError):
+    """A prediction cell run as shipped: stopping here keeps Run All from recording "no
+    prediction" for a student who has not answered yet."""
 
 
 class NotObservedYet(ValueError):
@@ -110,9 +126,14 @@ class Worksheet:
 
     def predict(self, name: str, shape: str | None = None, cause: str | None = None,
                 note: str = "") -> Prediction:
-        """Write down what you expect, BEFORE running; both None records no prediction."""
+        """Write down what you expect, BEFORE running.  Left blank (shape, cause and note
+        all empty) it stops with PredictionBlank, so a Run All cannot forfeit it; a note
+        alone ("no idea") records no prediction on purpose."""
         name, shape, cause = check_name(name), check_shape(shape), check_cause(cause)
-        guess = Prediction(shape, cause, str(note or ""), "")
+        guess = Prediction(shape, cause, str(note or "").strip(), "")
+        if guess.empty and not guess.note and os.environ.get(BLANK_VARIABLE) != "record" \
+                and not _unchanged(self.entries().get(name, Entry()), guess):
+            raise PredictionBlank(REFUSALS["blank"].say(name=repr(name)))  # a short trace
 
         def change(sheet: Sheet) -> Prediction:
             entry = sheet.entries.setdefault(name, Entry())
@@ -135,10 +156,11 @@ class Worksheet:
         """Record what the telemetry of `run` (a Run or a history) shows; its evidence
         sentences are written in the session's language ($FAILURELAB_LANG)."""
         name = check_name(name)
-        seen = read_telemetry(run)
+        telemetry = read_telemetry(run)
 
         def change(sheet: Sheet) -> Observation:
             entry = sheet.entries.setdefault(name, Entry())
+            seen = replace(telemetry, unverified=binding(name, run, entry.prediction))
             if entry.observation is not None and entry.observation.same_as(seen):
                 return entry.observation  # the same run read again: nothing changes
             entry.observation = replace(seen, at=_now())
@@ -196,8 +218,10 @@ class Worksheet:
         return load(self.path).audit()
 
     def table(self, lang: str | None = None) -> pd.DataFrame:
-        """One row per experiment: the four worksheet columns, predicted, observed, match."""
-        return grading.table(self.entries(), lang)
+        """One row per experiment: your prediction, what was observed, whether they match,
+        and your own four columns (the answer key is in `explanations`)."""
+        sheet = load(self.path)
+        return grading.table(sheet.entries, lang, sheet.audit().issues)
 
     def explanations(self, lang: str | None = None) -> pd.DataFrame:
         """Your four columns, invariant and minutes, beside the answer key's."""
@@ -217,8 +241,10 @@ class Worksheet:
                                                     title=self.path.name), path)
 
     def grade(self, lang: str | None = None) -> pd.DataFrame:
-        """Per experiment: shape and cause right or wrong, then a total row."""
-        return grading.grade(self.entries(), lang)
+        """Per experiment: shape and cause right or wrong, then a total row.  Entries that
+        look edited by hand, or whose run is not verified, are shown and not scored."""
+        sheet = load(self.path)
+        return grading.grade(sheet.entries, lang, sheet.audit().issues)
 
     def _change(self, change):
         """Read the file, apply `change` to its sheet, write it back: all under the lock."""
@@ -248,7 +274,43 @@ def read_telemetry(run) -> Observation:
     evidence = d.causes[0][2] if d.causes else d.shape_evidence
     return Observation(d.shape, cause, evidence, d.shape_evidence, d.confidence,
                        tuple(d.lookalikes), d.experiment, len(history), _now(),
-                       fingerprint(history))
+                       fingerprint(history), str(getattr(run, "trained_at", "") or ""))
+
+
+# Why a run is not evidence for the experiment it is observed under, in $FAILURELAB_LANG.
+UNBOUND = {
+    "bare": Text("{name} is a course experiment, and a history alone does not say which "
+                 "recipe it came from: observe the Run itself",
+                 "{name} 是课程中的实验，仅凭历史记录无法知道它来自哪个配方：请观察 Run 本身"),
+    "recipe": Text("this run is not experiment {name}: its recipe differs in {fields}",
+                   "这次运行不是实验 {name}：它的配方在 {fields} 上不同"),
+    "untimed": Text("the run carries no training time, so it cannot be shown to come after "
+                    "the prediction", "这次运行没有记录训练时间，无法证明它在预测之后"),
+    "early": Text("the run was trained at {trained}, before the prediction written at "
+                  "{predicted}", "这次运行训练于 {trained}，早于写下预测的 {predicted}"),
+}
+
+
+def binding(name: str, run, prediction: Prediction | None) -> str:
+    """"" when `run` is evidence for experiment `name`, else why not: a course key (or a
+    fault name) must be observed on its own recipe, on any seed, trained after its
+    prediction.  A name that stands for no recipe binds nothing."""
+    wanted = keys.recipe_of(name)
+    if wanted is None:
+        return ""
+    recipe = getattr(run, "recipe", None)
+    if recipe is None:
+        return UNBOUND["bare"].say(name=name)
+    if recipe != wanted:
+        return UNBOUND["recipe"].say(name=name, fields=", ".join(diff(wanted, recipe)))
+    if prediction is None or prediction.empty:
+        return ""  # nothing to score, so nothing to date
+    trained = str(getattr(run, "trained_at", "") or "")
+    if not trained:
+        return UNBOUND["untimed"].say()
+    if trained < prediction.at:
+        return UNBOUND["early"].say(trained=trained, predicted=prediction.at)
+    return ""
 
 
 def fingerprint(history: pd.DataFrame) -> str:

@@ -25,6 +25,10 @@ class Run:
     history: pd.DataFrame
     first_nonfinite_step: int | None  # step of the first NaN/Inf loss; the run stopped there
     wall_time: float  # seconds, including building the parts
+    # UTC ISO time training began: a worksheet accepts a run as evidence for a
+    # prediction only if it was trained after it.  Not part of the history or the
+    # fingerprint, which depend on the recipe and seed alone.
+    trained_at: str = ""
 
     @property
     def diverged(self) -> bool:

@@ -11,6 +11,7 @@ import contextlib
 import math
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 import torch
 from torch import nn
@@ -111,12 +112,17 @@ def run(recipe: Recipe, *, seed: int = 0, steps: int | None = None, preset: str 
         recipe = recipe.replace(steps=steps)
     check_seed(seed)
     device = usable_device(device)
-    started = time.perf_counter()
+    started, trained_at = time.perf_counter(), utc_now()
     with torch_threads(threads), torch.random.fork_rng():
         parts = build(recipe, seed)
         torch.manual_seed(seed)  # dropout draws from here
         history, first_bad = _train(parts, preset, device)
-    return Run(recipe, seed, history, first_bad, time.perf_counter() - started)
+    return Run(recipe, seed, history, first_bad, time.perf_counter() - started, trained_at)
+
+
+def utc_now() -> str:
+    """The time now, as worksheets write it (UTC, ISO 8601, milliseconds)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _train(parts: Parts, preset: str, device: torch.device):

@@ -12,16 +12,22 @@ from __future__ import annotations
 import html
 import math
 import os
+import shutil
+import textwrap
 
 import pandas as pd
 
 from ..basics.text import language
 
-CELL = ("text-align:left;vertical-align:top;white-space:pre-wrap;overflow-wrap:break-word;"
+CELL = ("text-align:left;vertical-align:top;white-space:pre-wrap;overflow-wrap:anywhere;"
         "padding:4px 8px;border-bottom:1px solid #ddd;min-width:4em;max-width:28em")
 HEAD = CELL + ";font-weight:600;background:#f3f3f3;border-bottom:2px solid #999"
 LONG = 120  # characters: a paragraph, not a label, which keeps LONG_WIDTH (see _width)
 LONG_WIDTH = ";min-width:13em"
+MEDIUM = 40  # characters: a sentence, which keeps MEDIUM_WIDTH
+MEDIUM_WIDTH = ";min-width:8em"
+SHORT = 24  # characters: a label, broken at spaces only ("曲线形状 ✓，原因 ✗", not 曲线形|状)
+SHORT_BREAKS = ";word-break:keep-all"
 # A compact table (a gradebook: many short columns) reads its headers upwards.
 COMPACT_CELL = ("text-align:left;vertical-align:top;white-space:nowrap;padding:3px 6px;"
                 "border-bottom:1px solid #ddd")
@@ -45,6 +51,50 @@ class TextTable(pd.DataFrame):
 
     def _repr_html_(self) -> str:
         return html_table(self)
+
+    def __repr__(self) -> str:
+        return plain_text(self)
+
+    __str__ = __repr__
+
+
+def plain_text(frame: pd.DataFrame, width: int | None = None) -> str:
+    """`frame` for a terminal, never cut with "...": pandas' own layout when every line
+    fits `width` (the terminal's), else one block per row, each cell wrapped."""
+    width = width or shutil.get_terminal_size((100, 24)).columns
+    with pd.option_context("display.max_colwidth", None, "display.max_columns", None,
+                           "display.max_rows", None, "display.width", None):
+        whole = pd.DataFrame(frame).to_string()
+    cells = [v for row in frame.itertuples(index=False) for v in row]
+    multiline = any(isinstance(v, str) and "\n" in v for v in cells)
+    if not multiline and max(map(len, whole.splitlines()), default=0) <= width:
+        return whole
+    label = max((len(str(c)) for c in frame.columns), default=0)
+    blocks, previous = [], object()
+    for name, row in zip(frame.index, frame.itertuples(index=False), strict=True):
+        same = name == previous  # a long table's next row of the same experiment
+        previous = name
+        lines = [] if same else [f"{frame.index.name}: {name}" if frame.index.name
+                                 else str(name)]
+        for column, value in zip(frame.columns, row, strict=True):
+            text = _plain_cell(value)
+            if not text:
+                continue
+            wrapped = [piece for para in text.splitlines() for piece in
+                       textwrap.wrap(para, max(width - label - 4, 20)) or [""]]
+            lines += [f"  {str(column) if i == 0 else '':<{label}}  {piece}"
+                      for i, piece in enumerate(wrapped)]
+        blocks.append(("\n" if same else "\n\n") + "\n".join(lines))
+    return "".join(blocks).lstrip("\n")
+
+
+def _plain_cell(value) -> str:
+    """A cell as plain text: "" for None and NaN."""
+    if value is None or isinstance(value, float) and math.isnan(value):
+        return ""
+    if isinstance(value, tuple):
+        return " / ".join(map(str, value))
+    return str(value)
 
 
 def html_table(frame: pd.DataFrame, caption: str | None = None, *, compact: bool = False,
@@ -76,8 +126,13 @@ def html_table(frame: pd.DataFrame, caption: str | None = None, *, compact: bool
 def _width(value, compact: bool) -> str:
     """A paragraph-long cell keeps a readable width: squeezed to the table's share of the
     page it became a column one word wide, many times taller than the other cells (a
-    wide table scrolls sideways in a notebook instead)."""
-    return LONG_WIDTH if not compact and isinstance(value, str) and len(value) > LONG else ""
+    wide table scrolls sideways in a notebook instead); a sentence keeps a few words a
+    line; a label breaks only between its words, in Chinese too."""
+    if compact or not isinstance(value, str):
+        return ""
+    if len(value) > LONG:
+        return LONG_WIDTH
+    return MEDIUM_WIDTH if len(value) > MEDIUM else SHORT_BREAKS if len(value) <= SHORT else ""
 
 
 def page(title: str, body: str, lang: str | None = None) -> str:
@@ -93,11 +148,7 @@ def html_lang(lang: str | None = None) -> str:
 
 
 def _escape(value) -> str:
-    if value is None or isinstance(value, float) and math.isnan(value):
-        return ""
-    if isinstance(value, tuple):
-        value = " / ".join(map(str, value))
-    return html.escape(str(value))
+    return html.escape(_plain_cell(value))
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
