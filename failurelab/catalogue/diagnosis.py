@@ -19,6 +19,7 @@ from ..basics.text import Text, language, say
 from ..evidence import shapes
 from ..evidence.quantities import measure
 from ..evidence.runs import history_of
+from .fault import accepted_shapes
 
 # --- cause ranking (scores are graded margins, see `signatures`) ----------------------
 LOOKALIKE_GAP = 0.5  # fired causes within this margin of the best one are look-alikes
@@ -216,7 +217,7 @@ def _explained_last(fired: list, faults: dict) -> list:
 
 def _shows(fault, shape: str) -> bool:
     """Does this fault produce the observed loss-curve shape?"""
-    return shape in (fault.shape, *fault.other_shapes)
+    return shape in accepted_shapes(fault)
 
 
 def _holds_where_measured(fault, ev) -> bool:
