@@ -10,6 +10,7 @@ import pytest
 from runs_cache import cached_run
 
 import failurelab as fl
+from failurelab.catalogue.faults import accepted_shapes
 
 
 def curve(loss, val=None):
@@ -65,7 +66,7 @@ def test_every_fault_is_named_from_its_telemetry(name):
     run = cached_run(fault.inject(fl.baseline(fault.task)), 0)
     d = fl.diagnose(run.history)  # the history only: no recipe, no name
     assert d.top == name, str(d)
-    assert d.shape in (fault.shape, *fault.other_shapes)
+    assert d.shape in accepted_shapes(fault)  # the one shape rule
     assert any(c.isdigit() for c in d.causes[0][2])  # the evidence quotes numbers
 
 
@@ -161,3 +162,59 @@ def test_a_gap_is_weighed_against_the_batch_noise_of_the_losses_it_averages():
         assert abs(gap - 0.13) < 4 * 1.25 * spread / math.sqrt(30)
         assert (z >= 3) == stands_out, z
     assert math.isnan(train_eval_gap_z(curve(trend)))  # no validation: no gap
+
+
+# --- one shape rule (issue 29, item 5) -----------------------------------------------------
+
+def test_one_shape_rule_is_read_by_the_diagnosis_the_mystery_and_the_grade(tmp_path):
+    """huge_lr's curve honestly reads diverging, plateau or oscillating: each of those
+    predictions is right wherever a shape is graded or named."""
+    from failurelab.catalogue.diagnosis import _shows
+    from failurelab.course.mystery import pick, reveal
+
+    huge_lr = fl.FAULTS["huge_lr"]
+    shapes = accepted_shapes(huge_lr)
+    assert shapes[0] == huge_lr.shape and "plateau" in shapes
+    assert all(_shows(huge_lr, s) for s in shapes) and not _shows(huge_lr, "healthy")
+    seed = next(s for s in range(100) if pick(s) == "huge_lr")
+    assert " or ".join(shapes) in str(reveal(seed))
+    ws = fl.Worksheet(tmp_path / "w.json")
+    ws.predict(f"mystery-{seed}", shape="plateau", cause="huge_lr")
+    reveal(seed, worksheet=ws)
+    assert ws.grade().loc[f"mystery-{seed}", "shape_correct"] is True
+
+
+def test_the_report_labels_a_curve_with_the_shape_its_telemetry_reads(tmp_path):
+    """accumulation_not_divided is documented diverging; its seed-0 run flattens and
+    reads plateau: the report's page and map say plateau, and list the other shapes."""
+    from failurelab.course import report
+
+    fault = fl.FAULTS["accumulation_not_divided"]
+    healthy = cached_run(fl.baseline(), 0).history
+    card = report._card_job(fault.name, 0, None, healthy, str(tmp_path))
+    read = fl.diagnose(cached_run(fault.inject(fl.baseline()), 0)).shape
+    assert card.shape == read == "plateau" != fault.shape
+    page = report.render_card(card)
+    assert "loss shape of this run plateau" in page
+    assert "diverging or plateau or oscillating" in page
+    index = report.render_index([card])
+    row = next(line for line in index.splitlines() if line.startswith("<tr><th>plateau"))
+    assert fault.name in row
+
+
+def test_notebook_01_quotes_the_shape_huge_lr_reads():
+    """The notebook says the flat-looking curve reads diverging, with the numbers the
+    diagnosis gives on its seed-0 run."""
+    import json
+    from pathlib import Path
+
+    from failurelab.evidence.quantities import loss_peak_ratio, loss_progress
+
+    history = cached_run(fl.inject(fl.baseline(), "huge_lr"), 0).history
+    assert fl.diagnose(history).shape == "diverging"
+    cells = json.loads(Path(__file__).parent.parent.joinpath(
+        "notebooks", "01_first_four.ipynb").read_text(encoding="utf-8"))["cells"]
+    text = " ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    text = " ".join(text.split())
+    assert f"peaked at {loss_peak_ratio(history):.3g} times its start" in text
+    assert f"ended {-loss_progress(history):.0%} above it" in text
