@@ -2,6 +2,7 @@
 and on plain PyTorch loops the lab has never seen."""
 
 import math
+import re
 
 import foreign_loops
 import numpy as np
@@ -11,6 +12,7 @@ from runs_cache import cached_run
 
 import failurelab as fl
 from failurelab.catalogue.faults import accepted_shapes
+from failurelab.evidence.quantities import measure
 
 
 def curve(loss, val=None):
@@ -218,3 +220,55 @@ def test_notebook_01_quotes_the_shape_huge_lr_reads():
     text = " ".join(text.split())
     assert f"peaked at {loss_peak_ratio(history):.3g} times its start" in text
     assert f"ended {-loss_progress(history):.0%} above it" in text
+
+
+# --- wording: signs and shapes (issue 29, item 15) -----------------------------------------
+
+NEGATIVE_ZERO = re.compile(r"(?<![\w.])-0(?:\.0*)?(?![.\d]*[1-9])")  # "-0%", "-0.00", "-0"
+BLOWS_UP = ("blow up", "blows up", "blew up", "still diverges", "爆炸")
+
+
+def _contradictions(d) -> list[str]:
+    """Sentences of a diagnosis (both languages) that print a negative zero, or say the
+    run blows up when its curve is not diverging."""
+    found = []
+    for lang in ("en", "zh"):
+        text = d.text(lang) + "\n" + "\n".join(e for _, _, e in d.causes)
+        found += [f"{lang}: {m.group(0)!r} in {text!r}" for m in NEGATIVE_ZERO.finditer(text)]
+        if d.shape not in ("diverging", "nonfinite"):
+            found += [f"{lang}: {w!r} on a {d.shape} curve" for w in BLOWS_UP if w in text]
+    return found
+
+
+@pytest.mark.parametrize("name", list(fl.FAULTS))
+def test_every_diagnosis_sentence_keeps_its_sign_and_shape(name):
+    """Every fault's evidence, rendered on its seed-0 lab run in both languages: no
+    "-0%", and no "blows up" under a curve that did not."""
+    fault = fl.FAULTS[name]
+    history = cached_run(fault.inject(fl.baseline(fault.task)), 0).history
+    d = fl.diagnose(history)
+    assert _contradictions(d) == []
+    measured = measure(history)  # shared: each quantity is computed once
+    for lang in ("en", "zh"):  # every fault's own sentence, fired or not
+        for other in fl.FAULTS.values():
+            sentence = other.evidence(history, measured, lang).sentence
+            assert not NEGATIVE_ZERO.search(sentence), sentence
+
+
+@pytest.mark.parametrize("loss, words", [
+    (np.r_[1.1, 3.0, 1.1 + 0.001 * rng.standard_normal(298)], "ended back at its start"),
+    (np.r_[1.0, 1.0 + 0.004 * np.ones(299)], "stayed at its initial level"),
+    (np.r_[1.0, 1.06 * np.ones(299)], "ended 6% above it"),
+])
+def test_a_curve_that_ends_at_or_above_its_start_is_worded_without_a_negative_share(loss, words):
+    d = fl.diagnose(curve(loss))
+    assert words in d.shape_evidence and _contradictions(d) == [], d.shape_evidence
+
+
+def test_a_forgotten_zero_grad_under_adam_is_not_said_to_blow_up():
+    """The issue's case: under Adam the accumulated gradient is normalised and the run
+    does not diverge; the next step must not promise that it "still blows up"."""
+    recipe = fl.inject(fl.baseline(), "no_zero_grad").replace(optimizer="adam", lr=1e-3)
+    d = fl.diagnose(cached_run(recipe, 0).history)
+    assert d.top == "no_zero_grad", str(d)
+    assert _contradictions(d) == [], str(d)
