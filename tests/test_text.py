@@ -223,3 +223,19 @@ def test_a_deleted_working_folder_falls_back_to_english(tmp_path, monkeypatch):
     monkeypatch.chdir(gone)
     gone.rmdir()
     assert language() == "en"
+
+
+def test_table_headers_are_shown_in_chinese_and_kept_for_code(monkeypatch):
+    """A signature or readout table shows its headers in the notebook's language while
+    its columns keep their names (code reads table["faulty"] in every language)."""
+    from failurelab.views.tables import HEADERS, TextTable
+
+    table = TextTable({"quantity": ["更新比"], "threshold": ["≥ 0.3"], "faulty": ["0.43"],
+                       "baseline": ["0.011"]})
+    monkeypatch.setenv(ENV, "zh")
+    page = table._repr_html_()
+    for column in table.columns:
+        assert f">{HEADERS[column].zh}</th>" in page
+    assert list(table.columns) == ["quantity", "threshold", "faulty", "baseline"]
+    monkeypatch.setenv(ENV, "en")
+    assert ">threshold</th>" in table._repr_html_()
