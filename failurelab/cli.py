@@ -59,7 +59,7 @@ SAYS = {
                          "the last {end:.0%}; counts of non-finite values are maxima)",
                          "（取诊断所读那些步的中位数：开始 = 最前 {start} 步，中段 = 运行正中的十分之一，"
                          "结束 = 最后 {end:.0%}；非有限值的计数取最大值）"),
-    "quantity_heads": Text("quantity|measurement|value", "量|含义|数值"),
+    "quantity_heads": Text("quantity|value|measurement", "量|数值|含义"),
     "quantities_note": Text("(every quantity the catalogue's signatures read, measured as "
                             "fl.diagnose measures it; healthy ranges: docs/signatures.md)",
                             "（目录中各特征读取的每一个量，按 fl.diagnose 的方式测量；健康范围见 "
@@ -274,10 +274,16 @@ def mystery_text(m, lang: str | None = None) -> str:
                       [(r.instrument, *map(_num, (r.start, r.middle, r.end)))
                        for r in m.readout(lang).itertuples()])
     measured = table(say("quantity_heads").split("|"),
-                     [(r.quantity, r.measurement, _num(r.value))
+                     [(r.quantity, _num(r.value), r.measurement)
                       for r in m.measurements(lang).itertuples()])
-    return "\n".join([over_time, say("readout_note", start=MIN_WINDOW, end=LATE), "",
-                      measured, say("quantities_note")])
+    notes = [_wrapped(say("readout_note", start=MIN_WINDOW, end=LATE)),
+             _wrapped(say("quantities_note"))]
+    return "\n".join([over_time, notes[0], "", measured, notes[1]])
+
+
+def _wrapped(text: str, width: int = 88) -> str:
+    """A note wrapped for a terminal (Chinese has no spaces: it is left whole)."""
+    return textwrap.fill(text, width) if " " in text else text
 
 
 # --- report ---------------------------------------------------------------------------------

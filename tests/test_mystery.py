@@ -200,7 +200,7 @@ def _printed_values(text: str) -> dict[str, float]:
     for line in text.splitlines():
         name, _, rest = line.partition(" ")
         if name in SIGNATURE_QUANTITIES and rest.strip():
-            values[name] = float(rest.split()[-1])
+            values[name] = float(rest.split()[0])
     return values
 
 

@@ -147,15 +147,15 @@ def measurements(history: pd.DataFrame, lang: str | None = None) -> pd.DataFrame
     nothing about the answer.  `quantity` is the name docs/signatures.md lists with its
     healthy range; `measurement` names it in `lang`."""
     values = measure(history, list(SIGNATURE_QUANTITIES))
-    rows = [(name, _label(SIGNATURE_QUANTITIES[name], lang), value)
+    rows = [(name, value, _label(SIGNATURE_QUANTITIES[name], lang))
             for name, value in values.items() if value == value]
-    return pd.DataFrame(rows, columns=["quantity", "measurement", "value"])
+    return pd.DataFrame(rows, columns=["quantity", "value", "measurement"])
 
 
 def _label(condition: Condition, lang: str | None) -> str:
-    """"gradient norm (x its step-0 value)": the label with its unit, where it has one."""
-    suffix = condition.text("suffix", lang)
-    return condition.text("label", lang) + (f" ({suffix.strip()})" if suffix else "")
+    """"gradient norm x its step-0 value": the label with its unit, where it has one."""
+    suffix = condition.text("suffix", lang).strip()
+    return condition.text("label", lang) + (f" {suffix}" if suffix else "")
 
 
 def _signature_quantities() -> dict[str, Condition]:
