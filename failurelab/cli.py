@@ -139,7 +139,7 @@ def cmd_run(args) -> int:
                                                      args.lang)))
     print("\n" + says("diagnosis_of", args, name=fault.name))
     print(_indent(str(diagnose(faulty, lang=args.lang))))
-    return _save(args, faulty, lambda: comparison(fault.name, healthy, faulty))
+    return _save(args, faulty, lambda: comparison(fault.name, healthy, faulty, args.lang))
 
 
 def _run_baseline(args) -> int:

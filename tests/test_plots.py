@@ -444,3 +444,15 @@ def test_plots_speak_english_by_default(runs, monkeypatch):
     monkeypatch.delenv(fl_text.ENV, raising=False)
     fig = plots.compare(runs["tabular"], runs["huge_lr"], fault="huge_lr")
     assert not [t for t in _figure_texts(fig) if CJK.search(t)]
+
+
+def test_a_report_or_command_language_decides_over_the_environment(runs, monkeypatch):
+    """`failurelab report --lang zh` draws its figures in Chinese with no variable set,
+    and an English block inside a Chinese notebook stays English."""
+    monkeypatch.setattr(plots, "cjk_font", lambda: "Some CJK Font")
+    monkeypatch.delenv(fl_text.ENV, raising=False)
+    with plots.speaking("zh"):
+        assert "训练损失" in _figure_texts(plots.loss(runs["tabular"]).figure)
+        with plots.speaking("en"):
+            assert plots.plot_language() == "en"
+    assert plots.plot_language() == "en"

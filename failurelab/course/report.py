@@ -36,7 +36,7 @@ from ..views.tables import html_lang
 
 PLOT_DPI = 100  # 11 x 3.8 inch figures: 1100 px wide, the page's width, ~70 kB each
 
-# Every sentence of the pages, in both languages (the plots keep English axis labels).
+# Every sentence of the pages, in both languages (the plots have their own, views.plots).
 WORDS = {
     "reproduced": Text("reproduced (the {name} run shows its signature, the baseline does "
                        "not)", "已复现（{name} 的运行显示出它的特征，基线没有）"),
@@ -142,11 +142,13 @@ def changed(fault: Fault) -> str:
     return format_diff(diff(baseline(fault.task), fault.inject(baseline(fault.task))))
 
 
-def comparison(name: str, healthy, faulty):
-    """The fault's comparison figure: loss, and the instrument that shows its cause."""
+def comparison(name: str, healthy, faulty, lang: str | None = None):
+    """The fault's comparison figure: loss, and the instrument that shows its cause,
+    labelled in `lang` (English where no CJK font is installed)."""
     from ..views import plots
 
-    return plots.compare(healthy, faulty, fault=name)
+    with plots.speaking(lang):
+        return plots.compare(healthy, faulty, fault=name)
 
 
 # --- running (in worker processes) ------------------------------------------------------
@@ -165,7 +167,7 @@ def _card_job(name: str, seed: int, steps: int | None, healthy: pd.DataFrame,
     rows, fired, baseline_fired = measure(fault, faulty, healthy, lang)
     found = diagnose(faulty, lang=lang)
     image = f"{name}.png"
-    fig = comparison(name, healthy, faulty)
+    fig = comparison(name, healthy, faulty, lang)
     fig.savefig(Path(out_dir) / image, dpi=PLOT_DPI)
     plt.close(fig)
     return Card(name, seed, rows, fired, baseline_fired, str(found), found.top,

@@ -190,9 +190,24 @@ def cjk_font() -> str | None:
     return found()
 
 
+_SPOKEN: list[str] = []  # languages set by `speaking` blocks, the innermost last
+
+
+@contextmanager
+def speaking(lang: str | None):
+    """Draw the plots made in this block in `lang` (a report or a command's --lang),
+    whatever $FAILURELAB_LANG says."""
+    _SPOKEN.append(language(lang))
+    try:
+        yield
+    finally:
+        _SPOKEN.pop()
+
+
 def plot_language() -> str:
-    """The language plots are drawn in now: `language()`, if its script can be drawn."""
-    lang = language()
+    """The language plots are drawn in now (`speaking`'s, else `language()`), if a font
+    can draw its script."""
+    lang = _SPOKEN[-1] if _SPOKEN else language()
     return lang if lang == "en" or cjk_font() is not None else "en"
 
 
