@@ -60,10 +60,11 @@ SAYS = {
                          "（取诊断所读那些步的中位数：开始 = 最前 {start} 步，中段 = 运行正中的十分之一，"
                          "结束 = 最后 {end:.0%}；非有限值的计数取最大值）"),
     "quantity_heads": Text("quantity|value|measurement", "量|数值|含义"),
-    "quantities_note": Text("(every quantity the catalogue's signatures read, measured as "
-                            "fl.diagnose measures it; healthy ranges: docs/signatures.md)",
-                            "（目录中各特征读取的每一个量，按 fl.diagnose 的方式测量；健康范围见 "
-                            "docs/signatures.md）"),
+    "quantities_note": Text("(every quantity the catalogue's signatures and the loss-curve "
+                            "rules read, measured as fl.diagnose measures it; what fault-free "
+                            "runs read: docs/signatures.md)",
+                            "（目录中各特征和损失曲线规则读取的每一个量，按 fl.diagnose 的方式测量；"
+                            "无故障运行的读数见 docs/signatures.md）"),
     "which": Text("Which fault is it? Check with: {prog} mystery --seed {seed} --reveal "
                   "--answer NAME   (names and titles, not the answers: {prog} list)",
                   "是哪一个故障？用下面的命令核对：{prog} mystery --seed {seed} --reveal "

@@ -2,6 +2,7 @@
 reveal, and the reveal grades direct and worksheet answers."""
 
 import functools
+import math
 import re
 
 import pandas as pd
@@ -11,6 +12,7 @@ import failurelab as fl
 from failurelab.catalogue.faults import accepted_shapes
 from failurelab.course.mystery import Mystery, mystery, pick, reveal
 from failurelab.course.worksheet import PredictionLocked, Worksheet
+from failurelab.evidence import shapes
 
 FAST = ("huge_lr", "lr_too_small", "dead_relu", "saturated_sigmoid")  # short tabular runs
 
@@ -214,6 +216,9 @@ def _solvable(name: str, history: pd.DataFrame) -> list[str]:
     printed = _printed_values(mystery_text(Mystery(0, fault.task, history, name)))
     fired = [s for s in fault.signatures if s.evaluate(name, history).fired]
     signature = fault.signature if fault.signature in fired else fired[0]
+    # the shape itself is not printed: the student reads it off the shape rules' inputs
+    inputs = {q: printed.get(q, math.nan) for q in shapes.INPUTS}
+    printed["unhealthy_curve"] = float(shapes.classify(inputs)[0] != "healthy")
     problems = []
     for c in signature.conditions:
         if c.quantity not in printed:
@@ -286,7 +291,8 @@ def test_the_mystery_html_shows_both_tables_escaped():
     m = short_mystery(2)
     page = m._repr_html_()
     assert page.count("<table") == 2 and "update_ratio_start" in page
-    assert answer(m) not in page
+    assert answer(m) not in page and "unhealthy_curve" not in page  # the shape is to predict
+    assert "loss_end_spread" in page  # ...from the shape rules' inputs, shown
 
 
 def test_list_hides_the_shapes_unless_asked_for_the_answers(capsys):

@@ -35,6 +35,15 @@ from .worksheet import Worksheet, check_cause
 
 KEY_PREFIX = "mystery-"  # worksheet experiment names: "mystery-7"
 MIDDLE = 0.1  # the readout's middle column: a tenth of the run around its middle step
+SHAPE_FLAG = "unhealthy_curve"  # the shape rules' verdict: the student's to work out
+# Labels for the shape rules' inputs (shapes.INPUTS) that no signature condition names.
+SHAPE_INPUTS = {"loss_end_spread": Text("relative spread of the loss over the last 20%",
+                                        "最后 20% 步数内损失的相对离散程度"),
+                "negative_loss_growth": Text("how many times its negative start the loss "
+                                             "ended below zero",
+                                             "损失最终低于零的程度，是其负初始值的多少倍"),
+                "val_loss_rise": Text("validation loss rise from its minimum",
+                                      "验证损失比其最低点的升幅")}
 
 # What a student may read, by column (a "prefix/" takes the worst layer): measured
 # telemetry only.  Columns that echo a recipe field (the batch size) are left out: they
@@ -64,9 +73,11 @@ READOUT = {
     "over_time": Text("The instruments at the start (first {start} steps), middle and end "
                       "(last {end:.0%}) of the run, medians",
                       "运行开始（最前 {start} 步）、中段和结束（最后 {end:.0%}）时的仪表读数，取中位数"),
-    "measured": Text("Every quantity the catalogue's signatures read, measured as "
-                     "fl.diagnose measures it (healthy ranges: docs/signatures.md)",
-                     "目录中各特征读取的每一个量，按 fl.diagnose 的方式测量（健康范围见 docs/signatures.md）"),
+    "measured": Text("Every quantity the catalogue's signatures and the loss-curve rules read, "
+                     "measured as fl.diagnose measures it (what fault-free runs read: "
+                     "docs/signatures.md)",
+                     "目录中各特征和损失曲线规则读取的每一个量，按 fl.diagnose 的方式测量（无故障运行的读数见 "
+                     "docs/signatures.md）"),
 }
 
 REVEAL = {
@@ -139,13 +150,14 @@ def readout(history: pd.DataFrame, lang: str | None = None) -> pd.DataFrame:
 
 
 def measurements(history: pd.DataFrame, lang: str | None = None) -> pd.DataFrame:
-    """Every quantity a catalogue signature reads, measured on `history` by the same
-    functions `diagnose` uses (`evidence.quantities`), so that a mystery can be solved
-    from what it shows: the loss weight per step, the backward passes per step, the
-    update ratio of the first steps...  The rows are the same for every fault (only a
-    quantity the history cannot give, NaN, is left out), so which rows appear says
-    nothing about the answer.  `quantity` is the name docs/signatures.md lists with its
-    healthy range; `measurement` names it in `lang`."""
+    """Every quantity a catalogue signature or the shape rules read, measured on
+    `history` by the same functions `diagnose` uses (`evidence.quantities`), so that a
+    mystery can be solved from what it shows: the loss weight per step, the backward
+    passes per step, the update ratio of the first steps...  The rows are the same for
+    every fault (only a quantity the history cannot give, NaN, is left out), so which
+    rows appear says nothing about the answer.  Left out: `unhealthy_curve`, the shape
+    itself, which the student is asked to name from the shape rules' inputs shown here.
+    `quantity` is the name docs/signatures.md lists; `measurement` names it in `lang`."""
     values = measure(history, list(SIGNATURE_QUANTITIES))
     rows = [(name, value, _label(SIGNATURE_QUANTITIES[name], lang))
             for name, value in values.items() if value == value]
@@ -159,14 +171,17 @@ def _label(condition: Condition, lang: str | None) -> str:
 
 
 def _signature_quantities() -> dict[str, Condition]:
-    """Each quantity any fault's signatures (main and other routes) read, in the
-    vocabulary's order, with the first condition that reads it (for its label)."""
+    """Each quantity any fault's signatures (main and other routes) or the shape rules
+    read, but the shape itself, in the vocabulary's order, each with a condition that
+    reads it (for its label)."""
     first: dict[str, Condition] = {}
     for fault in FAULTS.values():
         for signature in fault.signatures:
             for condition in signature.conditions:
                 first.setdefault(condition.quantity, condition)
-    return {name: first[name] for name in QUANTITIES if name in first}
+    for name, label in SHAPE_INPUTS.items():
+        first.setdefault(name, Condition(name, True, 1.0, label.en, "", label_zh=label.zh))
+    return {name: first[name] for name in QUANTITIES if name in first and name != SHAPE_FLAG}
 
 
 SIGNATURE_QUANTITIES = _signature_quantities()
