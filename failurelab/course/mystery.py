@@ -45,10 +45,11 @@ SHAPE_INPUTS = {"loss_end_spread": Text("relative spread of the loss over the la
                 "val_loss_rise": Text("validation loss rise from its minimum",
                                       "验证损失比其最低点的升幅")}
 
-# What a student may read, by column (a "prefix/" takes the worst layer): measured
-# telemetry only.  Columns that echo a recipe field (the batch size) are left out: they
-# would name the fault that changes the field instead of letting the student infer it.
-# Nor is the curve's shape here: the student is asked to predict it.
+# What a student may read over time, by column (a "prefix/" takes the worst layer):
+# measured telemetry only.  Columns that echo a recipe field (the batch size) are not
+# drawn over time; the batch size is one of the `measurements` (counted from the input
+# batches) because batch_too_small's signature reads it.  Nor is the curve's shape here:
+# the student is asked to predict it.
 INSTRUMENTS = (("loss", Text("training loss", "训练损失")),
                ("val_loss", Text("validation loss", "验证损失")),
                ("val_acc", Text("validation accuracy", "验证准确率")),
