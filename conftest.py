@@ -10,8 +10,9 @@ rerun never meets the previous run's observations.  The folder is removed afterw
 except when the item failed: then its path is in the report, to read the worksheet.
 
 The Chinese edition (`notebooks/zh/`) has the English code cells, so its language
-cannot come from them: it comes from $FAILURELAB_LANG, which a student sets when starting
-Jupyter (README) and which this sets to "zh" for each item in that folder, the same way.
+cannot come from them: it comes from the folder its kernel starts in (nbmake, like
+Jupyter, runs a notebook in its own folder; see `failurelab.basics.text.language`), so
+nothing here sets it: the notebooks run exactly as a student's do.
 
 The notebooks ship with blank predictions, and a blank prediction stops a notebook
 (`PredictionBlank`) so that a student's Run All cannot record "no prediction" for them.
@@ -34,10 +35,7 @@ from pathlib import Path
 import pytest
 
 VARIABLE = "FAILURELAB_WORKSHEET_DIR"  # failurelab.course.worksheet.DIRECTORY_VARIABLE
-LANGUAGE = "FAILURELAB_LANG"  # failurelab.basics.text.ENV
-CHINESE = Path(__file__).resolve().parent / "notebooks" / "zh"
 _SAVED = pytest.StashKey[tuple[str | None, str]]()
-_LANGUAGE = pytest.StashKey[str | None]()
 _FAILED = pytest.StashKey[bool]()
 RUNS = "FAILURELAB_RUN_CACHE"  # failurelab.lab.runcache.VARIABLE
 _RUNS = pytest.StashKey[str]()  # on the config: the session's folder of runs
@@ -76,9 +74,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         os.environ[RUNS] = item.config.stash[_RUNS]
         item.stash[_PREVIOUS_BLANK] = os.environ.get(BLANK)
         os.environ[BLANK] = "record"
-    if CHINESE in Path(item.path).resolve().parents:
-        item.stash[_LANGUAGE] = os.environ.get(LANGUAGE)
-        os.environ[LANGUAGE] = "zh"
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -93,8 +88,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     previous, folder = item.stash.get(_SAVED, (None, ""))
-    if _LANGUAGE in item.stash:
-        _restore(LANGUAGE, item.stash[_LANGUAGE])
     if _PREVIOUS_RUNS in item.stash:
         _restore(RUNS, item.stash[_PREVIOUS_RUNS])
     if _PREVIOUS_BLANK in item.stash:

@@ -25,6 +25,7 @@ from collections import Counter, defaultdict
 import pandas as pd
 
 import failurelab as fl
+from failurelab.catalogue.faults import accepted_shapes
 from failurelab.lab.parallel import worker_pool
 
 
@@ -94,7 +95,7 @@ def main() -> int:
             detected += top is not None
             rule_hits += bool(rules)
             missed_by_rules[name] += not rules
-            shape_ok += shape in (fl.FAULTS[name].shape, *fl.FAULTS[name].other_shapes)
+            shape_ok += shape in accepted_shapes(fl.FAULTS[name])
         else:
             n_healthy += 1
             false_alarms += top is not None

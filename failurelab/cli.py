@@ -36,7 +36,11 @@ class UserError(Exception):
 
 # What the commands print for a student, in both languages (--lang, or $FAILURELAB_LANG).
 SAYS = {
-    "list_heads": Text("name|family|task|shape|phenomenon|title", "名称|类别|任务|曲线形状|现场现象|标题"),
+    "list_heads": Text("name|family|task|title", "名称|类别|任务|标题"),
+    "answer_heads": Text("shape|phenomenon", "曲线形状|现场现象"),
+    "answers_hidden": Text("(shapes and field phenomena are the answers to predict: "
+                           "{prog} list --answers shows them)",
+                           "（曲线形状和现场现象是要预测的答案：{prog} list --answers 会显示它们）"),
     "phenomena": Text("phenomena: ", "现场现象："),
     "run_head": Text("({task} task, seed {seed}, {steps} steps run; baseline {baseline})",
                      "（{task} 任务，种子 {seed}，运行了 {steps} 步；基线 {baseline} 步）"),
@@ -51,13 +55,21 @@ SAYS = {
     "mystery_head": Text("mystery run, seed {seed} ({task} task): {steps} steps",
                          "神秘运行，种子 {seed}（{task} 任务）：{steps} 步"),
     "readout_heads": Text("instrument|start|middle|end", "仪表|开始|中段|结束"),
-    "readout_note": Text("(medians over the first, middle and last tenth of the recorded "
-                         "values; counts of non-finite values are maxima)",
-                         "（取记录值最前、中间和最后十分之一的中位数；非有限值的计数取最大值）"),
+    "readout_note": Text("(medians over the steps the diagnosis reads: start = the first "
+                         "{start} steps, middle = a tenth of the run around its middle, end = "
+                         "the last {end:.0%}; counts of non-finite values are maxima)",
+                         "（取诊断所读那些步的中位数：开始 = 最前 {start} 步，中段 = 运行正中的十分之一，"
+                         "结束 = 最后 {end:.0%}；非有限值的计数取最大值）"),
+    "quantity_heads": Text("quantity|value|measurement", "量|数值|含义"),
+    "quantities_note": Text("(every quantity the catalogue's signatures and the loss-curve "
+                            "rules read, measured as fl.diagnose measures it; what fault-free "
+                            "runs read: docs/signatures.md)",
+                            "（目录中各特征和损失曲线规则读取的每一个量，按 fl.diagnose 的方式测量；"
+                            "无故障运行的读数见 docs/signatures.md）"),
     "which": Text("Which fault is it? Check with: {prog} mystery --seed {seed} --reveal "
-                  "--answer NAME   (names: {prog} list)",
+                  "--answer NAME   (names and titles, not the answers: {prog} list)",
                   "是哪一个故障？用下面的命令核对：{prog} mystery --seed {seed} --reveal "
-                  "--answer NAME   （故障名称：{prog} list）"),
+                  "--answer NAME   （故障名称和标题，不含答案：{prog} list）"),
     "report_done": Text("wrote {index} ({count} faults, {seconds:.1f} s)",
                         "已写入 {index}（{count} 个故障，{seconds:.1f} 秒）"),
 }
@@ -74,16 +86,25 @@ def heads(key: str, args) -> list[str]:
 # --- list ---------------------------------------------------------------------------------
 
 def cmd_list(args) -> int:
-    """Show the fault catalogue as a table.
+    """Show the fault catalogue as a table (the shapes only with --answers).
 
     failurelab list
+    failurelab list --answers
     """
     from . import catalogue
-    from .catalogue.fault import PHENOMENON_TEXTS
+    from .catalogue.fault import PHENOMENON_TEXTS, accepted_shapes
 
-    rows = [(f.name, f.family, f.task, f.shape, f.phenomenon or "-", f.text("title", args.lang))
+    rows = [(f.name, f.family, f.task, f.text("title", args.lang))
             for f in catalogue.FAULTS.values()]
-    print(table(heads("list_heads", args), rows))
+    if not args.answers:  # a student solving a mystery reads this list: no answers in it
+        print(table(heads("list_heads", args), rows))
+        print("\n" + says("answers_hidden", args, prog=PROG))
+        return 0
+    answers = [(" / ".join(accepted_shapes(f)), f.phenomenon or "-")
+               for f in catalogue.FAULTS.values()]
+    print(table([*heads("list_heads", args)[:3], *heads("answer_heads", args),
+                 heads("list_heads", args)[3]],
+                [(*row[:3], *answer, row[3]) for row, answer in zip(rows, answers, strict=True)]))
     print("\n" + says("phenomena", args)
           + "; ".join(f"{k} {v.say(args.lang)}" for k, v in PHENOMENON_TEXTS.items()))
     return 0
@@ -120,7 +141,7 @@ def cmd_run(args) -> int:
                                                      args.lang)))
     print("\n" + says("diagnosis_of", args, name=fault.name))
     print(_indent(str(diagnose(faulty, lang=args.lang))))
-    return _save(args, faulty, lambda: comparison(fault.name, healthy, faulty))
+    return _save(args, faulty, lambda: comparison(fault.name, healthy, faulty, args.lang))
 
 
 def _run_baseline(args) -> int:
@@ -246,12 +267,32 @@ def cmd_mystery(args) -> int:
     m = mystery(seed)
     # Telemetry only: the shape is the student's to name (see mystery.INSTRUMENTS).
     print(says("mystery_head", args, seed=m.seed, task=m.task, steps=len(m.history)) + "\n")
-    print(table(heads("readout_heads", args),
-                [(r.instrument, *map(_num, (r.start, r.middle, r.end)))
-                 for r in m.readout(args.lang).itertuples()]))
-    print(says("readout_note", args))
+    print(mystery_text(m, args.lang))
     print("\n" + says("which", args, prog=PROG, seed=m.seed))
     return 0
+
+
+def mystery_text(m, lang: str | None = None) -> str:
+    """The blind run's readout as printed: the instruments over time, then every
+    quantity a signature reads (what makes the mystery solvable, tests/test_mystery.py)."""
+    from .evidence.quantities import LATE, MIN_WINDOW
+
+    def say(key, **values):
+        return SAYS[key].say(lang, **values)
+    over_time = table(say("readout_heads").split("|"),
+                      [(r.instrument, *map(_num, (r.start, r.middle, r.end)))
+                       for r in m.readout(lang).itertuples()])
+    measured = table(say("quantity_heads").split("|"),
+                     [(r.quantity, _num(r.value), r.measurement)
+                      for r in m.measurements(lang).itertuples()])
+    notes = [_wrapped(say("readout_note", start=MIN_WINDOW, end=LATE)),
+             _wrapped(say("quantities_note"))]
+    return "\n".join([over_time, notes[0], "", measured, notes[1]])
+
+
+def _wrapped(text: str, width: int = 88) -> str:
+    """A note wrapped for a terminal (Chinese has no spaces: it is left whole)."""
+    return textwrap.fill(text, width) if " " in text else text
 
 
 # --- report ---------------------------------------------------------------------------------
@@ -510,6 +551,9 @@ def _add_options(p: dict[str, argparse.ArgumentParser]) -> None:
                                                              "(default: all)")
         p[name].add_argument("--workers", type=_workers,
                              help="worker processes (default: one per core)")
+    p["list"].add_argument("--answers", action="store_true",
+                           help="also show each fault's loss-curve shapes and field "
+                                "phenomenon (the answers a student predicts)")
     p["diagnose"].add_argument("history", metavar="HISTORY_OR_LOG")
     p["mystery"].add_argument("--seed", type=_seed,
                               help="which mystery (default: a random one, printed)")

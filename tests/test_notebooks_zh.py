@@ -1,7 +1,7 @@
 """The Chinese edition of the notebooks cannot drift from the English one: the same
 cells in the same order, the code cells identical character for character, only the
-markdown translated.  (Both editions run under `pytest --nbmake notebooks`; the root
-conftest sets FAILURELAB_LANG=zh for the notebooks in notebooks/zh/.)"""
+markdown translated.  (Both editions run under `pytest --nbmake notebooks`; a kernel started in
+notebooks/zh/ speaks Chinese by itself, see tests/test_text.py.)"""
 
 from __future__ import annotations
 

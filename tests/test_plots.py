@@ -2,6 +2,8 @@
 on missing columns, marks the first non-finite loss, and each fault has an instrument."""
 
 import math
+import re
+import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -13,6 +15,7 @@ from matplotlib.figure import Figure
 from torch import nn
 
 import failurelab as fl
+from failurelab.basics import text as fl_text
 from failurelab.evidence.quantities import QUANTITIES
 from failurelab.evidence.runs import TIMING_COLUMNS
 from failurelab.views import plots
@@ -380,3 +383,80 @@ def test_plotting_leaves_the_history_unchanged(runs, ax):
     plots.loss(runs["nan"], ax=ax)
     pd.testing.assert_frame_equal(runs["nan"].history, before)
     assert math.isnan(before["loss"].iloc[-1])
+
+
+# --- Chinese plots, with and without a CJK font (issue 29, item 16) -------------------------
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _figure_texts(fig: Figure) -> list[str]:
+    """Every text the figure shows: titles, axis labels, legends, notes, marks."""
+    found = [t.get_text() for t in fig.findobj(match=lambda a: hasattr(a, "get_text"))]
+    return [t for t in found if t]
+
+
+def _draw_every_instrument(runs) -> list[Figure]:
+    pair = {"baseline": runs["tabular"], "huge_lr": runs["huge_lr"]}
+    figures = [plots.compare(runs["tabular"], runs["huge_lr"], fault="huge_lr"),
+               plots.overview(pair)]
+    for draw in plots.FUNCTIONS.values():
+        if draw is not plots.column:
+            figures.append(draw(pair).figure)
+            plt.close(figures[-1])  # pyplot forgets it; it still draws
+    return figures
+
+
+def test_without_a_cjk_font_chinese_plots_fall_back_to_english_cleanly(runs, monkeypatch):
+    """No font can draw Chinese: every label stays English (no boxes) and drawing warns
+    about nothing (matplotlib would warn once per missing glyph)."""
+    monkeypatch.setenv(fl_text.ENV, "zh")
+    monkeypatch.setattr(plots, "cjk_font", lambda: None)
+    assert plots.plot_language() == "en"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for fig in _draw_every_instrument(runs):
+            fig.canvas.draw()
+            assert not [t for t in _figure_texts(fig) if CJK.search(t)]
+    assert "training loss" in _figure_texts(plots.loss(runs["tabular"]).figure)
+
+
+def test_with_a_cjk_font_titles_labels_and_legends_speak_chinese(runs, monkeypatch):
+    monkeypatch.setenv(fl_text.ENV, "zh")
+    monkeypatch.setattr(plots, "cjk_font", lambda: "Some CJK Font")  # the words only
+    fig = plots.compare(runs["tabular"], runs["huge_lr"], fault="huge_lr")
+    texts = _figure_texts(fig)
+    assert fl.FAULTS["huge_lr"].text("title", "zh") in fig.get_suptitle()
+    assert {"训练损失", "基线", "步"} <= set(texts), texts
+    assert any(t.startswith("健康范围") for t in texts)  # the update ratio's band, in the legend
+    ax = plots.overview(runs["tabular"]).axes[0]
+    assert ax.get_title() == "损失 (loss)"
+    assert fl_text.language("en") == "en" and plots.plot_language() == "zh"
+
+
+@pytest.mark.skipif(plots.cjk_font() is None, reason="no CJK font installed (e.g. fonts-noto-cjk)")
+def test_an_installed_cjk_font_draws_every_chinese_plot_without_a_missing_glyph(runs, monkeypatch):
+    monkeypatch.setenv(fl_text.ENV, "zh")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Glyph ... missing from font(s)" is a UserWarning
+        for fig in _draw_every_instrument(runs):
+            fig.canvas.draw()
+            assert any(CJK.search(t) for t in _figure_texts(fig))
+
+
+def test_plots_speak_english_by_default(runs, monkeypatch):
+    monkeypatch.delenv(fl_text.ENV, raising=False)
+    fig = plots.compare(runs["tabular"], runs["huge_lr"], fault="huge_lr")
+    assert not [t for t in _figure_texts(fig) if CJK.search(t)]
+
+
+def test_a_report_or_command_language_decides_over_the_environment(runs, monkeypatch):
+    """`failurelab report --lang zh` draws its figures in Chinese with no variable set,
+    and an English block inside a Chinese notebook stays English."""
+    monkeypatch.setattr(plots, "cjk_font", lambda: "Some CJK Font")
+    monkeypatch.delenv(fl_text.ENV, raising=False)
+    with plots.speaking("zh"):
+        assert "训练损失" in _figure_texts(plots.loss(runs["tabular"]).figure)
+        with plots.speaking("en"):
+            assert plots.plot_language() == "en"
+    assert plots.plot_language() == "en"

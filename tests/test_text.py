@@ -192,3 +192,51 @@ def test_every_verdict_and_condition_has_chinese_that_quotes_the_same(where, sig
             assert bool(en) == bool(zh), f"{where} {c.quantity}: {part}_zh missing"
             if en:
                 assert quoted(en) == quoted(zh), f"{where} {c.quantity}.{part}: {en!r}"
+
+
+# --- a notebook in notebooks/zh/ speaks Chinese by itself (issue 29, item 16) --------------
+
+def test_a_kernel_started_in_notebooks_zh_speaks_chinese_without_the_variable(tmp_path,
+                                                                              monkeypatch):
+    """Jupyter (and nbmake) start a notebook's kernel in the notebook's folder: there the
+    Chinese edition, whose code cells are the English ones, speaks Chinese by itself.
+    $FAILURELAB_LANG and an explicit lang= still decide over the folder."""
+    from failurelab.catalogue.diagnosis import LINES
+
+    monkeypatch.delenv(ENV, raising=False)
+    chinese = tmp_path / "course" / "notebooks" / "zh"
+    chinese.mkdir(parents=True)
+    monkeypatch.chdir(chinese)
+    assert language() == "zh" and LINES["confidence"].say(level="高") == "置信度：高"
+    assert language("en") == "en"
+    monkeypatch.setenv(ENV, "en")
+    assert language() == "en"
+    monkeypatch.delenv(ENV)
+    for elsewhere in (tmp_path / "course" / "notebooks", tmp_path / "zh"):
+        monkeypatch.chdir(elsewhere if elsewhere.exists() else (elsewhere.mkdir() or elsewhere))
+        assert language() == "en", elsewhere
+
+
+def test_a_deleted_working_folder_falls_back_to_english(tmp_path, monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    gone = tmp_path / "notebooks" / "zh"
+    gone.mkdir(parents=True)
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    assert language() == "en"
+
+
+def test_table_headers_are_shown_in_chinese_and_kept_for_code(monkeypatch):
+    """A signature or readout table shows its headers in the notebook's language while
+    its columns keep their names (code reads table["faulty"] in every language)."""
+    from failurelab.views.tables import HEADERS, TextTable
+
+    table = TextTable({"quantity": ["更新比"], "threshold": ["≥ 0.3"], "faulty": ["0.43"],
+                       "baseline": ["0.011"]})
+    monkeypatch.setenv(ENV, "zh")
+    page = table._repr_html_()
+    for column in table.columns:
+        assert f">{HEADERS[column].zh}</th>" in page
+    assert list(table.columns) == ["quantity", "threshold", "faulty", "baseline"]
+    monkeypatch.setenv(ENV, "en")
+    assert ">threshold</th>" in table._repr_html_()

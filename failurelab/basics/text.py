@@ -3,7 +3,9 @@
 A student-facing sentence is a `Text(en, zh)` at the place that uses it, never a key
 into a separate file that can fall behind.  Which language is spoken comes from one
 `lang` argument; where a function is not given one, from the environment variable
-FAILURELAB_LANG (how the CLI and the Chinese notebooks choose), else English.
+FAILURELAB_LANG (how the CLI chooses), else from the folder the process runs in (a
+Jupyter kernel starts in its notebook's folder, so a notebook in notebooks/zh/ speaks
+Chinese by itself, with code cells identical to the English ones), else English.
 
     NO_ANSWER = Text("No answer was given.", "没有作答。")
     NO_ANSWER.say(lang)                                    # -> str
@@ -19,19 +21,32 @@ from __future__ import annotations
 import os
 import string
 from dataclasses import dataclass
+from pathlib import Path
 
 LANGS = ("en", "zh")
 ENV = "FAILURELAB_LANG"  # the language when no lang= is given: "en" (default) or "zh"
+FOLDERS = {("notebooks", "zh"): "zh"}  # (parent, folder) of the working directory -> language
 
 
 def language(lang: str | None = None) -> str:
-    """The language to speak: `lang`, else $FAILURELAB_LANG, else English."""
-    chosen = lang if lang is not None else (os.environ.get(ENV) or "en")
+    """The language to speak: `lang`, else $FAILURELAB_LANG, else the working folder's
+    (notebooks/zh/ -> Chinese), else English."""
+    chosen = lang if lang is not None else (os.environ.get(ENV) or folder_language())
     chosen = chosen.strip().lower() if isinstance(chosen, str) else chosen
     if chosen not in LANGS:
         where = f"{ENV}={chosen!r}" if lang is None else f"lang={lang!r}"
         raise ValueError(f"unknown language in {where}; choose one of {', '.join(LANGS)}")
     return chosen
+
+
+def folder_language() -> str:
+    """The language of the folder the process runs in: "zh" in a notebooks/zh folder
+    (where Jupyter starts a Chinese notebook's kernel), else "en"."""
+    try:
+        here = Path.cwd()
+    except OSError:  # the working directory was deleted
+        return "en"
+    return FOLDERS.get((here.parent.name, here.name), "en")
 
 
 def placeholders(template: str) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from ..evidence import logs, shapes
 from ..evidence.columns import GROUP
 from ..evidence.quantities import measure
 from ..evidence.runs import history_of
+from .fault import accepted_shapes
 
 # --- cause ranking (scores are graded margins, see `signatures`) ----------------------
 LOOKALIKE_GAP = 0.5  # fired causes within this margin of the best one are look-alikes
@@ -222,7 +223,7 @@ def _explained_last(fired: list, faults: dict) -> list:
 
 def _shows(fault, shape: str) -> bool:
     """Does this fault produce the observed loss-curve shape?"""
-    return shape in (fault.shape, *fault.other_shapes)
+    return shape in accepted_shapes(fault)
 
 
 def _holds_where_measured(fault, ev) -> bool:

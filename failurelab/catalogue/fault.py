@@ -63,7 +63,8 @@ class Fault:
     outcome: Signature  # what the distinguishing experiment's run measurably shows
     why_several_fields: str = ""  # set when the injection changes more than one field
     fixed_accuracy: float = 0.9  # validation accuracy the fixed run reaches in every seed
-    other_shapes: tuple[str, ...] = ()  # shapes some seeds show instead (said honestly)
+    other_shapes: tuple[str, ...] = ()  # shapes its curve honestly shows on some seeds or
+    #   optimizers instead; read through `accepted_shapes`, never on its own
     instrument: str | None = None  # the plot that shows the cause, if not the signature's
     also: tuple[Signature, ...] = ()  # other routes to the same cause, for loops that
     #   record other columns (a validation loss); the strongest route that fires counts
@@ -113,10 +114,19 @@ class Fault:
     def __post_init__(self):
         if self.family not in FAMILIES:
             raise ValueError(f"{self.name}: family must be one of {FAMILIES}")
-        if self.shape not in SHAPES:
-            raise ValueError(f"{self.name}: shape must be one of {SHAPES}")
+        if self.shape not in SHAPES or not set(self.other_shapes) <= set(SHAPES):
+            raise ValueError(f"{self.name}: shape and other_shapes must be in {SHAPES}")
         if self.phenomenon not in (None, *PHENOMENA):
             raise ValueError(f"{self.name}: phenomenon must be one of {tuple(PHENOMENA)}")
         for role in ("edit", "repair", "probe"):
             if not all(isinstance(c, (Set, Scale)) for c in getattr(self, role)):
                 raise TypeError(f"{self.name}: {role} must be a tuple of Set/Scale changes")
+
+
+def accepted_shapes(fault: Fault) -> tuple[str, ...]:
+    """The one shape rule: every loss-curve shape a run of `fault` can honestly show --
+    its documented shape first, then its `other_shapes` (a seed or an optimizer whose
+    curve crosses one of `shapes`' thresholds).  What a worksheet and a mystery accept
+    as a predicted shape, what the diagnosis calls "the curve this fault makes", and
+    what the report and the notebooks say a fault's curve may look like."""
+    return (fault.shape, *(s for s in fault.other_shapes if s != fault.shape))

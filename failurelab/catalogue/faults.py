@@ -13,10 +13,10 @@ from ..basics.recipes import Recipe, baseline
 from ..evidence.runs import history_of
 from ..evidence.signatures import Evidence
 from . import FAULTS
-from .fault import FAMILIES, PHENOMENA, SHAPES, Fault
+from .fault import FAMILIES, PHENOMENA, SHAPES, Fault, accepted_shapes
 
-__all__ = ["FAMILIES", "FAULTS", "PHENOMENA", "SHAPES", "Fault", "check", "get", "inject",
-           "lr_range_test", "resolve", "run"]
+__all__ = ["FAMILIES", "FAULTS", "PHENOMENA", "SHAPES", "Fault", "accepted_shapes", "check", "get",
+           "inject", "lr_range_test", "resolve", "run"]
 
 
 def get(name: str) -> Fault:

@@ -23,7 +23,7 @@ NO_ZERO_GRAD = Fault(
           "explode immediately.",
     experiment="Divide the learning rate by 10, the cheapest test for a too-large "
                "rate: the gradient still piles up (norm up 10x or more, consecutive "
-               "gradients still parallel) and the run still blows up, only later. A "
+               "gradients still parallel), because the sum grows whatever the rate. A "
                "rate problem would have calmed down.",
     fix="Call optimizer.zero_grad() once per step, before loss.backward().",
     zh=Chinese(
@@ -33,8 +33,8 @@ NO_ZERO_GRAD = Fault(
         cause="PyTorch 会把每次反向传播的结果累加进 .grad；不调用 zero_grad() 时，第 t 步用的是前 t 个梯"
               "度之和，等效步长随 t 增大，直到越过最优点。起初这个和还很小，所以不会立刻爆炸。",
         experiment="把学习率 (learning rate) 除以 10，这是检验学习率过大最便宜的办法：梯度照样越积越大（"
-                   "范数上升 10 倍以上，相邻梯度仍然平行），运行照样爆炸，只是晚一些。如果是学习率的问题"
-                   "，曲线本该平稳下来。",
+                   "范数上升 10 倍以上，相邻梯度仍然平行），因为不论学习率多大，这个和都在增长。如果是学习率"
+                   "的问题，曲线本该平稳下来。",
         fix="每一步调用一次 optimizer.zero_grad()，放在 loss.backward() 之前。"),
     # a sum of parallel gradients under momentum ends as an exploding gradient
     explains=("exploding_gradients",),

@@ -19,6 +19,7 @@ from ..catalogue.faults import Fault, check, get
 from ..evidence.runs import Run
 from ..evidence.signatures import Evidence, Signature, fmt, side_by_side
 from ..lab.train import run
+from ..views.tables import TextTable
 from .keys import fault_of
 
 
@@ -96,13 +97,14 @@ class Experiment:
         return check(self.faulty, self.fault.name)
 
     def signature(self) -> pd.DataFrame:
-        """Each signature condition: threshold, the faulty run's and the baseline's value."""
+        """Each signature condition: threshold, the faulty run's and the baseline's value
+        (a TextTable: its headers are shown in the notebook's language)."""
         rows, _, _ = side_by_side(self.fault.name, self.fault.signature, self.faulty.history,
                                   self.baseline.history)
-        return pd.DataFrame({"quantity": [r.label for r in rows],
-                             "threshold": [r.threshold for r in rows],
-                             "faulty": [r.fault_value for r in rows],
-                             "baseline": [r.baseline_value for r in rows]})
+        return TextTable({"quantity": [r.label for r in rows],
+                          "threshold": [r.threshold for r in rows],
+                          "faulty": [r.fault_value for r in rows],
+                          "baseline": [r.baseline_value for r in rows]})
 
     def plot(self, instrument: str | None = None):
         """Loss and the instrument that proves the cause, baseline and fault overlaid

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..basics.text import Text, language
 from ..catalogue import FAULTS
-from ..catalogue.fault import phenomenon
+from ..catalogue.fault import accepted_shapes, phenomenon
 from ..evidence import shapes
 from ..views.tables import TextTable, html_table, markdown_table, page
 from . import keys as course_keys
@@ -234,7 +234,7 @@ def expected(entry: Entry) -> dict[str, tuple[str, ...] | None]:
     Otherwise: what the telemetry showed (None where nothing was observed)."""
     if entry.truth is not None:
         fault = FAULTS.get(entry.truth.fault)
-        shapes = (fault.shape, *fault.other_shapes) if fault else ()
+        shapes = accepted_shapes(fault) if fault else ()
         return {"shape": shapes or None, "cause": (entry.truth.fault,)}
     o = entry.observation
     return {"shape": (o.shape,) if o else None,

@@ -16,6 +16,7 @@ sits in a public attribute or the repr: a student who prints the object learns n
 
 from __future__ import annotations
 
+import html
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -25,16 +26,30 @@ import pandas as pd
 from ..basics.recipes import check_seed
 from ..basics.text import Text
 from ..catalogue import FAULTS
-from ..catalogue.faults import Fault, get
+from ..catalogue.faults import Fault, accepted_shapes, get
+from ..evidence.quantities import LATE, MIN_WINDOW, QUANTITIES, measure
 from ..evidence.shapes import name as shape_name
+from ..evidence.signatures import Condition
+from ..views.tables import html_table
 from .worksheet import Worksheet, check_cause
 
 KEY_PREFIX = "mystery-"  # worksheet experiment names: "mystery-7"
+MIDDLE = 0.1  # the readout's middle column: a tenth of the run around its middle step
+SHAPE_FLAG = "unhealthy_curve"  # the shape rules' verdict: the student's to work out
+# Labels for the shape rules' inputs (shapes.INPUTS) that no signature condition names.
+SHAPE_INPUTS = {"loss_end_spread": Text("relative spread of the loss over the last 20%",
+                                        "最后 20% 步数内损失的相对离散程度"),
+                "negative_loss_growth": Text("how many times its negative start the loss "
+                                             "ended below zero",
+                                             "损失最终低于零的程度，是其负初始值的多少倍"),
+                "val_loss_rise": Text("validation loss rise from its minimum",
+                                      "验证损失比其最低点的升幅")}
 
-# What a student may read, by column (a "prefix/" takes the worst layer): measured
-# telemetry only.  Columns that echo a recipe field (the batch size) are left out: they
-# would name the fault that changes the field instead of letting the student infer it.
-# Nor is the curve's shape here: the student is asked to predict it.
+# What a student may read over time, by column (a "prefix/" takes the worst layer):
+# measured telemetry only.  Columns that echo a recipe field (the batch size) are not
+# drawn over time; the batch size is one of the `measurements` (counted from the input
+# batches) because batch_too_small's signature reads it.  Nor is the curve's shape here:
+# the student is asked to predict it.
 INSTRUMENTS = (("loss", Text("training loss", "训练损失")),
                ("val_loss", Text("validation loss", "验证损失")),
                ("val_acc", Text("validation accuracy", "验证准确率")),
@@ -55,10 +70,26 @@ INSTRUMENTS = (("loss", Text("training loss", "训练损失")),
                ("t_data", Text("data time (s/step)", "数据加载时间（秒/步）")),
                ("nonfinite", Text("non-finite values", "非有限值")))
 
+READOUT = {
+    "over_time": Text("The instruments at the start (first {start} steps), middle and end "
+                      "(last {end:.0%}) of the run, medians",
+                      "运行开始（最前 {start} 步）、中段和结束（最后 {end:.0%}）时的仪表读数，取中位数"),
+    "measured": Text("Every quantity the catalogue's signatures and the loss-curve rules read, "
+                     "measured as fl.diagnose measures it (what fault-free runs read: "
+                     "docs/signatures.md)",
+                     "目录中各特征和损失曲线规则读取的每一个量，按 fl.diagnose 的方式测量（无故障运行的读数见 "
+                     "docs/signatures.md）"),
+}
+
 REVEAL = {
     "no_answer": Text("No answer was given.", "没有作答。"),
     "answer": Text("Your answer: {answer} - {verdict}.", "你的答案：{answer}。{verdict}。"),
     "correct": Text("correct", "正确"), "wrong": Text("not it", "不对"),
+    "lookalike": Text("not it, though a look-alike: {fault} produces the evidence of "
+                      "{answer} (its curve and its instruments), so only the distinguishing "
+                      "experiment below tells the two apart",
+                      "不对，但这是一个相似的原因：{fault} 会产生 {answer} 的证据（它的曲线和它的仪表读数），"
+                      "所以只有下面的区分实验才能把两者分开"),
     "was": Text("{key} was {fault}: {title}.", "{key} 是 {fault}：{title}。"),
     "symptom": Text("Symptom: {text}", "现象：{text}"),
     "shape": Text("Shape: {text}", "曲线形状：{text}"),
@@ -89,24 +120,81 @@ class Mystery:
         """Each instrument at the start, middle and end of the run (see `readout`)."""
         return readout(self.history, lang)
 
+    def measurements(self, lang: str | None = None) -> pd.DataFrame:
+        """Every quantity a signature reads, measured (see `measurements`)."""
+        return measurements(self.history, lang)
+
+    def _repr_html_(self) -> str:
+        """In a notebook: both tables, in the notebook's language."""
+        def number(value):
+            return f"{value:.4g}" if isinstance(value, float) else value
+        over_time = self.readout().map(number).set_index("instrument")
+        measured = self.measurements().map(number).set_index("quantity")
+        return (f"<p><code>{html.escape(repr(self))}</code></p>"
+                + html_table(over_time, READOUT["over_time"].say(start=MIN_WINDOW, end=LATE))
+                + html_table(measured, READOUT["measured"].say()))
+
 
 def readout(history: pd.DataFrame, lang: str | None = None) -> pd.DataFrame:
-    """What a student reads before guessing: every recorded instrument summarised over
-    the first, middle and last tenth of its values (medians: one noisy step would
-    mislead; counts of non-finite values are maxima, so a single NaN is not hidden).
-    `lang` names the instruments; the column names are the same in every language."""
+    """What a student reads before guessing: every recorded instrument over the steps
+    the diagnosis reads as the start (the first MIN_WINDOW steps, where
+    `update_ratio_start` looks), a window at the middle, and the end (the last LATE
+    share, where `loss_end` and `dead_end` look).  Medians: one noisy step would mislead;
+    counts of non-finite values are maxima, so a single NaN is not hidden.  `lang` names
+    the instruments; the column names are the same in every language."""
     rows = []
     for column, label in INSTRUMENTS:
         series = _column(history, column)
         if series is not None and len(series):
-            rows.append((label.say(lang), *_tenths(series, "nonfinite" in column)))
+            rows.append((label.say(lang), *_windows(series, "nonfinite" in column)))
     return pd.DataFrame(rows, columns=["instrument", "start", "middle", "end"])
 
 
-def _tenths(series: pd.Series, count: bool) -> list[float]:
-    n, mid = max(1, len(series) // 10), len(series) // 2
-    windows = (series.iloc[:n], series.iloc[max(0, mid - n // 2):mid - n // 2 + n],
-               series.iloc[-n:])
+def measurements(history: pd.DataFrame, lang: str | None = None) -> pd.DataFrame:
+    """Every quantity a catalogue signature or the shape rules read, measured on
+    `history` by the same functions `diagnose` uses (`evidence.quantities`), so that a
+    mystery can be solved from what it shows: the loss weight per step, the backward
+    passes per step, the update ratio of the first steps...  The rows are the same for
+    every fault (only a quantity the history cannot give, NaN, is left out), so which
+    rows appear says nothing about the answer.  Left out: `unhealthy_curve`, the shape
+    itself, which the student is asked to name from the shape rules' inputs shown here.
+    `quantity` is the name docs/signatures.md lists; `measurement` names it in `lang`."""
+    values = measure(history, list(SIGNATURE_QUANTITIES))
+    rows = [(name, value, _label(SIGNATURE_QUANTITIES[name], lang))
+            for name, value in values.items() if value == value]
+    return pd.DataFrame(rows, columns=["quantity", "value", "measurement"])
+
+
+def _label(condition: Condition, lang: str | None) -> str:
+    """"gradient norm x its step-0 value": the label with its unit, where it has one."""
+    suffix = condition.text("suffix", lang).strip()
+    return condition.text("label", lang) + (f" {suffix}" if suffix else "")
+
+
+def _signature_quantities() -> dict[str, Condition]:
+    """Each quantity any fault's signatures (main and other routes) or the shape rules
+    read, but the shape itself, in the vocabulary's order, each with a condition that
+    reads it (for its label)."""
+    first: dict[str, Condition] = {}
+    for fault in FAULTS.values():
+        for signature in fault.signatures:
+            for condition in signature.conditions:
+                first.setdefault(condition.quantity, condition)
+    for name, label in SHAPE_INPUTS.items():
+        first.setdefault(name, Condition(name, ">=", 1.0, label.en, "", label_zh=label.zh))
+    return {name: first[name] for name in QUANTITIES if name in first and name != SHAPE_FLAG}
+
+
+SIGNATURE_QUANTITIES = _signature_quantities()
+
+
+def _windows(series: pd.Series, count: bool) -> list[float]:
+    """start, middle and end, over the windows `evidence.quantities` reads."""
+    n = len(series)
+    end = max(MIN_WINDOW, int(round(LATE * n)))  # as quantities' `_tail` reads it
+    width = max(1, int(round(MIDDLE * n)))
+    mid = max(0, n // 2 - width // 2)
+    windows = (series.iloc[:MIN_WINDOW], series.iloc[mid:mid + width], series.iloc[-end:])
     return [float(w.max() if count else w.median()) for w in windows]
 
 
@@ -126,6 +214,7 @@ class Reveal:
     fault: str  # the fault's name in `fl.FAULTS`
     answer: str | None  # the student's answer, None when none was given
     correct: bool | None  # None when there was no answer to grade
+    lookalike: bool = False  # a wrong answer whose evidence the true fault produces
 
     @property
     def details(self) -> Fault:
@@ -142,10 +231,11 @@ class Reveal:
         if self.answer is None:
             verdict = line("no_answer")
         else:
+            word = "correct" if self.correct else "lookalike" if self.lookalike else "wrong"
             verdict = line("answer", answer=self.answer,
-                           verdict=line("correct" if self.correct else "wrong"))
+                           verdict=line(word, fault=self.fault, answer=self.answer))
         f = self.details
-        shapes = line("or").join(shape_name(s, lang) for s in (f.shape, *f.other_shapes))
+        shapes = line("or").join(shape_name(s, lang) for s in accepted_shapes(f))
         return "\n".join([
             line("was", key=self.key, fault=self.fault, title=f.text("title", lang)), verdict,
             line("symptom", text=f.text("symptom", lang)), line("shape", text=shapes),
@@ -209,7 +299,19 @@ def reveal(mystery_or_seed: Mystery | int, answer: str | None = None,
             worksheet.observe(key, mystery_or_seed.history)
         worksheet.record_truth(key, fault)  # the grade follows the reveal, not diagnose
     answer = check_cause(answer)
-    return Reveal(key, fault, answer, None if answer is None else answer == fault)
+    history = mystery_or_seed.history if isinstance(mystery_or_seed, Mystery) else None
+    return Reveal(key, fault, answer, None if answer is None else answer == fault,
+                  _lookalike(fault, answer, history))
+
+
+def _lookalike(fault: str, answer: str | None, history: pd.DataFrame | None) -> bool:
+    """A wrong answer the telemetry cannot refute: a fault whose evidence the true one's
+    mechanism produces (`Fault.explains`), or whose signature fired on this very run."""
+    if answer is None or answer == fault or answer not in FAULTS:
+        return False
+    if answer in FAULTS[fault].explains:
+        return True
+    return history is not None and FAULTS[answer].evidence(history).fired
 
 
 def _answer_in(worksheet: Worksheet, key: str) -> str | None:

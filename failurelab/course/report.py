@@ -27,7 +27,7 @@ from ..basics.recipes import baseline, diff, format_diff
 from ..basics.text import Text, language
 from ..catalogue.diagnosis import diagnose
 from ..catalogue.fault import PHENOMENON_TEXTS, phenomenon
-from ..catalogue.faults import SHAPES, Fault, get, run
+from ..catalogue.faults import SHAPES, Fault, accepted_shapes, get, run
 from ..evidence.shapes import name as shape_name
 from ..evidence.signatures import Row, side_by_side
 from ..lab.parallel import worker_pool
@@ -35,7 +35,7 @@ from ..views.tables import html_lang
 
 PLOT_DPI = 100  # 11 x 3.8 inch figures: 1100 px wide, the page's width, ~70 kB each
 
-# Every sentence of the pages, in both languages (the plots keep English axis labels).
+# Every sentence of the pages, in both languages (the plots have their own, views.plots).
 WORDS = {
     "reproduced": Text("reproduced (the {name} run shows its signature, the baseline does "
                        "not)", "已复现（{name} 的运行显示出它的特征，基线没有）"),
@@ -49,10 +49,13 @@ WORDS = {
                   "共 {count} 个故障，每个都与其任务的健康基线 (baseline) 并排运行，种子 (seed) "
                   "为 {seed}。✓：有故障的运行显示出它的特征 (signature)，而基线没有。"),
     "map": Text("Map: loss shape × field phenomenon", "地图：损失曲线形状 × 现场现象"),
-    "map_note": Text("Rows: the loss-curve shape a fault produces. Columns: what a "
-                     "practitioner reports from the field (the course's phenomena A-D). "
-                     "Faults whose loss looks healthy need a dedicated instrument to be seen.",
-                     "行：故障产生的损失曲线形状。列：实践者在现场报告的现象（课程中的现象 A-D）。"
+    "map_note": Text("Rows: the loss-curve shape each fault's run reads, by the rules "
+                     "fl.diagnose names shapes with (a fault's page lists every shape its curve "
+                     "can show). Columns: what a practitioner reports from the field (the "
+                     "course's phenomena A-D). Faults whose loss looks healthy need a dedicated "
+                     "instrument to be seen.",
+                     "行：每个故障的运行按 fl.diagnose 命名形状的规则读出的损失曲线形状（故障页面列出它的"
+                     "曲线可能呈现的每一种形状）。列：实践者在现场报告的现象（课程中的现象 A-D）。"
                      "损失看起来健康的故障，需要专门的观测仪表才能看出来。"),
     "all": Text("All faults", "全部故障"),
     "no_phenomenon": Text("no field phenomenon", "无现场现象"),
@@ -61,10 +64,12 @@ WORDS = {
     "family": Text("family", "类别"), "task": Text("task", "任务"),
     "top": Text("diagnosis' top cause", "诊断给出的首要原因"), "none": Text("none", "无"),
     "index": Text("index", "目录"),
-    "meta": Text("family {family} · task {task} · loss shape {shape} · phenomenon "
-                 "{phenomenon} · changes {changes} · seed {seed}",
-                 "类别 {family} · 任务 {task} · 损失曲线形状 {shape} · 现场现象 {phenomenon} · "
-                 "改动 {changes} · 种子 {seed}"),
+    "meta": Text("family {family} · task {task} · loss shape of this run {shape} (this "
+                 "fault's curve can read {shapes}) · phenomenon {phenomenon} · changes "
+                 "{changes} · seed {seed}",
+                 "类别 {family} · 任务 {task} · 这次运行的损失曲线形状 {shape}（这个故障的曲线可能读作 "
+                 "{shapes}）· 现场现象 {phenomenon} · 改动 {changes} · 种子 {seed}"),
+    "or": Text(" or ", " 或 "),
     "alt": Text("{name}: loss and the instrument that shows the cause, baseline in grey",
                 "{name}：损失以及显示原因的仪表，灰色为基线"),
     "measured": Text("Signature: measured", "特征 (signature)：实测"),
@@ -102,6 +107,12 @@ class Card:
     changed: str  # what the fault changes in the baseline recipe, e.g. "lr: 0.1 → 3"
     image: str  # the comparison plot's file name, relative to the report folder
     lang: str = "en"  # the language of the rows, the diagnosis and the page
+    shape: str = ""  # the loss-curve shape the faulty run's telemetry reads (diagnose)
+
+    @property
+    def read_shape(self) -> str:
+        """The shape the telemetry read; the documented one for a card made without it."""
+        return self.shape or self.fault.shape
 
     @property
     def fault(self) -> Fault:
@@ -130,11 +141,13 @@ def changed(fault: Fault) -> str:
     return format_diff(diff(baseline(fault.task), fault.inject(baseline(fault.task))))
 
 
-def comparison(name: str, healthy, faulty):
-    """The fault's comparison figure: loss, and the instrument that shows its cause."""
+def comparison(name: str, healthy, faulty, lang: str | None = None):
+    """The fault's comparison figure: loss, and the instrument that shows its cause,
+    labelled in `lang` (English where no CJK font is installed)."""
     from ..views import plots
 
-    return plots.compare(healthy, faulty, fault=name)
+    with plots.speaking(lang):
+        return plots.compare(healthy, faulty, fault=name)
 
 
 # --- running (in worker processes) ------------------------------------------------------
@@ -153,11 +166,11 @@ def _card_job(name: str, seed: int, steps: int | None, healthy: pd.DataFrame,
     rows, fired, baseline_fired = measure(fault, faulty, healthy, lang)
     found = diagnose(faulty, lang=lang)
     image = f"{name}.png"
-    fig = comparison(name, healthy, faulty)
+    fig = comparison(name, healthy, faulty, lang)
     fig.savefig(Path(out_dir) / image, dpi=PLOT_DPI)
     plt.close(fig)
     return Card(name, seed, rows, fired, baseline_fired, str(found), found.top,
-                changed(fault), image, lang)
+                changed(fault), image, lang, found.shape)
 
 
 def build_cards(names: Iterable[str], out_dir: str | Path, *, seed: int = 0,
@@ -281,7 +294,7 @@ def _map(cards: list[Card], lang: str | None = None) -> str:
     heads.append(_e(_w("no_phenomenon", lang)))
     cells: dict[tuple[str, str], list[str]] = {}
     for card in cards:
-        key = (card.fault.shape, card.fault.phenomenon or NO_PHENOMENON)
+        key = (card.read_shape, card.fault.phenomenon or NO_PHENOMENON)
         cells.setdefault(key, []).append(_link(card.name, lang))
     lines = [f'<table class="map"><tr><th>{_e(_w("loss_shape", lang))}</th>'
              + "".join(f"<th>{h}</th>" for h in heads) + "</tr>"]
@@ -313,7 +326,8 @@ def render_card(card: Card, before: str | None = None, after: str | None = None)
              after and f"{_link(after, lang)} →")
     nav = " · ".join(x for x in links if x)
     meta = _w("meta", lang, family=_e(f.family), task=_e(f.task),
-              shape=_e(shape_name(f.shape, lang)),
+              shape=_e(shape_name(card.read_shape, lang)),
+              shapes=_e(_w("or", lang).join(shape_name(s, lang) for s in accepted_shapes(f))),
               phenomenon=_e(phenomenon(f.phenomenon, lang) or _w("none", lang)),
               changes=f"<code>{_e(card.changed)}</code>", seed=card.seed)
     body = [f'<div class="nav">{nav}</div>',

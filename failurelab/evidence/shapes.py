@@ -78,8 +78,12 @@ EVIDENCE = {
                    "{peak:.3g} 倍"),
     "rose": Text("the loss peaked at {peak:.3g}x its start and ended {above:.0%} above it",
                  "损失峰值为初始值的 {peak:.3g} 倍，最终比初始值高 {above:.0%}"),
+    "rose_level": Text("the loss peaked at {peak:.3g}x its start and ended back at its start, "
+                       "no lower", "损失峰值为初始值的 {peak:.3g} 倍，最终回到初始值，没有更低"),
     "stuck": Text("the loss stayed at its initial level (progress {progress:.0%})",
                   "损失停在初始水平（下降幅度 {progress:.0%}）"),
+    "stuck_above": Text("the loss stayed at its initial level (it ended {above:.0%} above it)",
+                        "损失停在初始水平（最终比初始值高 {above:.0%}）"),
     "degrading": Text("training removed {progress:.0%} of the loss while validation loss "
                       "rose {rise:.2f} above its minimum",
                       "训练消除了 {progress:.0%} 的损失，而验证损失比其最低点高出 {rise:.2f}"),
@@ -126,10 +130,13 @@ def _decide(q: dict[str, float]) -> tuple[str, str, dict, str | None]:
         kind = "stepwise" if peak >= STEP_PEAK else "oscillating"
         other = "oscillating" if kind == "stepwise" else "stepwise"
         return kind, "swings", {"swing": swing, "peak": peak}, _near(peak, STEP_PEAK, other)
-    if peak >= RISE and progress <= 0:
-        return "diverging", "rose", {"peak": peak, "above": -progress}, \
-            _near(peak, RISE, "plateau")
-    if progress <= STUCK:
+    if peak >= RISE and progress <= 0:  # progress 0 is snapped above: never "-0% above"
+        key, values = ("rose", {"peak": peak, "above": -progress}) if progress < 0 else \
+            ("rose_level", {"peak": peak})
+        return "diverging", key, values, _near(peak, RISE, "plateau")
+    if progress <= STUCK:  # a loss that ended above its start is said to, with a plus sign
+        if progress < 0:
+            return "plateau", "stuck_above", {"above": -progress}, None
         return "plateau", "stuck", {"progress": progress}, None
     if rise >= DEGRADING and progress >= TRAINS:
         return "degrading", "degrading", {"progress": progress, "rise": rise}, \

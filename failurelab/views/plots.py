@@ -10,12 +10,20 @@ the ax.  In an overlay the first entry is the reference (the healthy baseline): 
 drawn first, in grey, so that the fault is the coloured line.  A column a history
 lacks (a plain `Monitor` history has no validation or timing columns) is never an
 error: what exists is drawn and a note in the axes says what is missing.
+
+Every word a plot writes is a `Text` in WORDS, said in the language of `language()`
+(a notebook in notebooks/zh/ is Chinese by itself) when a CJK font is installed to draw
+it (`cjk_font`, CJK_FONTS); without one the plot falls back to English, whole and clean,
+instead of drawing boxes.  Column and quantity names stay code names in every language.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import textwrap
 from collections.abc import Mapping
+from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
@@ -24,6 +32,7 @@ from matplotlib.figure import Figure
 
 from ..basics.recipes import baseline as baseline_recipe
 from ..basics.recipes import diff, format_value
+from ..basics.text import Text, language
 from ..catalogue.faults import FAULTS
 from ..catalogue.faults import get as get_fault
 from ..evidence.quantities import QUANTITIES, first_nonfinite
@@ -38,50 +47,211 @@ SPARSE = 0.5  # a column filled on under half the steps (evaluations) gets marke
 REFERENCE_COLOR = "0.55"  # the first run of an overlay, the healthy reference
 LINESTYLES = ("-", "--", ":", "-.")  # several columns of several runs: style per column
 LEGEND_WIDTH = 28  # characters per legend line: wider labels are wrapped
-STYLE_NAMES = {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dash-dot"}  # legend keys
+STYLE_NAMES = {"-": "solid", "--": "dashed_style", ":": "dotted", "-.": "dash-dot"}  # WORDS keys
 TRAIN_COUNTERPART = {"val_loss": "loss", "val_acc": "batch_acc"}  # drawn faintly behind
-VAL_LABELS = {"val_loss": "validation loss", "val_acc": "accuracy",
-              "val_min_recall": "recall of the worst class",
-              "val_jitter": "largest logit change, two equal passes"}
+# CJK font families matplotlib may find, best first (Debian: fonts-noto-cjk gives the
+# first, fonts-wqy-zenhei a small one; macOS and Windows ship the later ones).
+CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "Source Han Sans CN",
+             "WenQuanYi Zen Hei", "WenQuanYi Micro Hei", "Droid Sans Fallback", "PingFang SC",
+             "Hiragino Sans GB", "Microsoft YaHei", "SimHei", "Heiti SC", "Arial Unicode MS")
+
+LATIN_FONT = "DejaVu Sans"  # matplotlib's own font, drawn first: Latin letters, the minus sign
+_FONT_LOG = logging.getLogger("matplotlib.font_manager")
+CJK_FILES = ("notosanscjk", "notosanssc", "sourcehansans", "wqy", "droidsansfallback",
+             "pingfang", "hiragino", "msyh", "simhei", "stheiti", "arialuni")  # their files
+
+# Every word the plots write, in English and Chinese.
+WORDS = {
+    "training loss": Text("training loss", "训练损失"), "total": Text("total", "总计"),
+    "per_layer_single": Text("per-layer lines need a single run", "逐层曲线只能画一个运行"),
+    "gradient norm": Text("gradient norm ‖g‖", "梯度范数 ‖g‖"),
+    "healthy_band": Text("healthy: {lo:g} to {hi:g}", "健康范围：{lo:g} 到 {hi:g}"),
+    "update ratio": Text("update ratio ‖Δw‖/‖w‖", "更新比 ‖Δw‖/‖w‖"),
+    "saturated": Text("share saturated / dead", "饱和 / 死亡单元的比例"),
+    "largest input": Text("largest |input|", "最大 |输入|"),
+    "std spread": Text("feature std max/min", "特征标准差 最大/最小"),
+    "float16 max": Text("float16 max {value:g}", "float16 最大值 {value:g}"),
+    "nan_input": Text("NaN/Inf input at step {step}{of}", "第 {step} 步出现 NaN/Inf 输入{of}"),
+    "nan_loss": Text("NaN/Inf loss at step {step}{of}", "第 {step} 步损失为 NaN/Inf{of}"),
+    "input value": Text("input value", "输入值"),
+    "zero logit gradients": Text("share of zero logit gradients", "logit 梯度为零的比例"),
+    "dashed": Text("dashed: training batches, smoothed", "虚线：训练批次，平滑后"),
+    "val_loss": Text("validation loss", "验证损失"), "val_acc": Text("accuracy", "准确率"),
+    "val_min_recall": Text("recall of the worst class", "最差类别的召回率"),
+    "val_jitter": Text("largest logit change, two equal passes",
+                       "两次相同验证之间 logit 的最大变化"),
+    "train_mode": Text("training mode at the step (1 = train, 0 = eval)",
+                       "迈步时的训练模式（1 = train，0 = eval）"),
+    "cosine": Text("cosine(g_t, g_t-1)", "余弦 cosine(g_t, g_t-1)"),
+    "step": Text("step", "步"), "run": Text("run", "运行"),
+    "time per step": Text("time per step (ms)", "每步耗时（毫秒）"),
+    "median": Text("{column} (median)", "{column}（中位数）"),
+    "pads": Text("attention on pads", "落在填充位上的注意力"),
+    "more pads": Text("change with more pads", "填充变多后的变化"),
+    "pad share": Text("share / probability change", "比例 / 概率变化"),
+    "weight norm": Text("weight norm ‖w‖", "权重范数 ‖w‖"),
+    "logit std": Text("logit std", "logit 标准差"),
+    "loss": Text("loss", "损失"), "output ce": Text("output's cross-entropy", "输出自身的交叉熵"),
+    "ce twice": Text("cross-entropy of softmax twice", "两次 softmax 后的交叉熵"),
+    "eval shift": Text("evaluation-input shift (training std)",
+                       "评估输入的偏移（以训练标准差计）"),
+    "zero gradients": Text("share of zero gradient entries", "梯度分量为零的比例"),
+    "batch": Text("{label}, batch {size:g}", "{label}，批大小 {size:g}"),
+    "label share": Text("commonest label's share", "最常见标签的比例"),
+    "loss weight": Text("loss weight per step", "每步的损失权重"),
+    "mean of step": Text("a mean over the step: 1", "整步上的平均：1"),
+    "baseline": Text("baseline", "基线"), "faulty": Text("faulty", "有故障"),
+    "baseline vs faulty": Text("baseline vs faulty", "基线与有故障的运行"),
+    "missing": Text("no {what} in {whom}", "{whom}中没有 {what}"),
+    "this history": Text("this history", "这份记录"),
+    "these histories": Text("these histories", "这些记录"),
+    "columns": Text("columns", "列"),
+    "activation columns": Text("activation columns", "激活列"),
+    "input columns": Text("input columns", "输入列"),
+    "validation columns": Text("validation columns", "验证列"),
+    "padding columns": Text("padding columns (sequence task only)", "填充列（仅序列任务）"),
+    "or": Text(" or ", " 或 "),
+    "twin": Text("{label} (= {twin} exactly, drawn over it)",
+                 "{label}（与{twin}完全相同，画在它上面）"),
+    "solid": Text("solid", "实线"), "dashed_style": Text("dashed", "虚线"),
+    "dotted": Text("dotted", "点线"), "dash-dot": Text("dash-dot", "点划线"),
+    "style_key": Text("{style}: {name}", "{style}：{name}"),
+    "per batch": Text("loss per batch", "每个批次的损失"), "smoothed": Text("smoothed", "平滑后"),
+    "suggested": Text("suggested {lr:.2g}", "建议 {lr:.2g}"),
+    "blew up": Text("blew up at {lr:.2g}", "在 {lr:.2g} 处爆炸"),
+    "learning rate": Text("learning rate", "学习率"),
+    "run_label": Text("{what} (seed {seed})", "{what}（种子 {seed}）"),
+    "task baseline": Text("{task} baseline", "{task} 基线"),
+    "history": Text("history", "记录"), "history i": Text("history {i}", "记录 {i}"),
+}
+PANEL_TITLES = {"loss": Text("loss", "损失 (loss)"), "gradients": Text("gradients", "梯度 (gradients)"),
+                "update_ratio": Text("update_ratio", "更新比 (update_ratio)"),
+                "activations": Text("activations", "激活 (activations)"),
+                "validation": Text("validation", "验证 (validation)"),
+                "inputs": Text("inputs", "输入 (inputs)")}
+VAL_LABELS = ("val_loss", "val_acc", "val_min_recall", "val_jitter")  # keys of WORDS
 
 # The instrument (a plot function below) that shows where each quantity comes from, as
 # the quantity declares it; `instrument_for` picks the one of a fault's first condition.
 INSTRUMENTS = {name: quantity.plot for name, quantity in QUANTITIES.items()}
 
 
+# --- the language of a plot ---------------------------------------------------------
+
+@functools.lru_cache(maxsize=1)
+def cjk_font() -> str | None:
+    """The first of CJK_FONTS that matplotlib can find, or None (then plots speak
+    English: Chinese drawn in a Latin font would be boxes and a warning per glyph)."""
+    from matplotlib import font_manager
+
+    def found():
+        installed = {f.name for f in font_manager.fontManager.ttflist}
+        return next((name for name in CJK_FONTS if name in installed), None)
+    if found() is None:  # installed after matplotlib cached its font list: add the files
+        for path in font_manager.findSystemFonts():
+            if any(part in path.lower() for part in CJK_FILES):
+                try:
+                    font_manager.fontManager.addfont(path)
+                except (OSError, RuntimeError, ValueError):  # an unreadable font file
+                    continue
+    if found() is not None and not any(isinstance(f, _OtherWeight) for f in _FONT_LOG.filters):
+        _FONT_LOG.addFilter(_OtherWeight())
+    return found()
+
+
+_SPOKEN: list[str] = []  # languages set by `speaking` blocks, the innermost last
+
+
+@contextmanager
+def speaking(lang: str | None):
+    """Draw the plots made in this block in `lang` (a report or a command's --lang),
+    whatever $FAILURELAB_LANG says."""
+    _SPOKEN.append(language(lang))
+    try:
+        yield
+    finally:
+        _SPOKEN.pop()
+
+
+def plot_language() -> str:
+    """The language plots are drawn in now (`speaking`'s, else `language()`), if a font
+    can draw its script."""
+    lang = _SPOKEN[-1] if _SPOKEN else language()
+    return lang if lang == "en" or cjk_font() is not None else "en"
+
+
+def _w(key: str, **values) -> str:
+    return WORDS[key].say(plot_language(), **values)
+
+
+@contextmanager
+def _font():
+    """Chinese plots draw every text in the CJK font (it holds Latin letters too), so
+    titles, labels and legends made inside this context keep it when they are drawn."""
+    font = cjk_font() if plot_language() == "zh" else None
+    if font is None:
+        yield
+        return
+    import matplotlib
+
+    with matplotlib.rc_context({"font.family": [LATIN_FONT, font]}):  # CJK glyphs: fallback
+        yield
+
+
+class _OtherWeight(logging.Filter):
+    """Drops matplotlib's note that a CJK font has no exact "normal" weight (WenQuanYi is
+    registered as medium): it is used anyway, and the note would repeat per text size."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.getMessage().startswith("findfont: Failed to find font weight")
+                    and any(name in record.getMessage() for name in CJK_FONTS))
+
+
+def _speaks(draw):
+    """A drawing function whose texts are made in the plot's language and font."""
+    @functools.wraps(draw)
+    def drawn(*args, **kwargs):
+        with _font():
+            return draw(*args, **kwargs)
+    return drawn
+
+
 # --- the instruments ------------------------------------------------------------------
 
+@_speaks
 def loss(runs, ax=None, smooth=9) -> Axes:
     """Training loss: every step faint, a `smooth`-step moving average on top (minibatch
     noise hides the trend otherwise); a log axis once it spans more than two decades."""
     items, ax = _items(runs), _axes(ax)
     notes = _plot(ax, items, ["loss"], smooth=smooth)
     _auto_log(ax, items, "loss")
-    return _finish(ax, items, "training loss", notes)
+    return _finish(ax, items, _w("training loss"), notes)
 
 
+@_speaks
 def gradients(runs, ax=None, per_layer=False) -> Axes:
     """Global gradient norm on a log axis (growth and collapse are both in decades);
     `per_layer` adds one line per parameter for a single run, smoothed over 9 steps
     (raw lines faint behind) because seven noisy lines on one axis hide every trend."""
     items, ax = _items(runs), _axes(ax)
-    names = {"grad_norm": "total"}
+    names = {"grad_norm": _w("total")}
     if per_layer and len(items) == 1:
         names |= {c: c.split("/", 1)[1] for c in items[0][1].columns
                   if c.startswith("grad_norm/")}
     notes = _plot(ax, items, names, smooth=9 if len(names) > 1 else 1)
     if per_layer and len(items) > 1:
-        notes.append("per-layer lines need a single run")
+        notes.append(_w("per_layer_single"))
     ax.set_yscale("log")
-    return _finish(ax, items, "gradient norm ‖g‖", notes)
+    return _finish(ax, items, _w("gradient norm"), notes)
 
 
+@_speaks
 def update_ratio(runs, ax=None) -> Axes:
     """‖Δw‖/‖w‖ per step against the healthy band: above it the rate rewrites the
     weights each step, below it nothing moves."""
     items, ax = _items(runs), _axes(ax)
     lo, hi = HEALTHY_UPDATE_RATIO
-    ax.axhspan(lo, hi, color="tab:green", alpha=0.12, lw=0, label=f"healthy: {lo:g} to {hi:g}")
+    ax.axhspan(lo, hi, color="tab:green", alpha=0.12, lw=0, label=_w("healthy_band", lo=lo, hi=hi))
     for written, used in calibrated_lines(("update_ratio_start", "update_ratio_peak",
                                            "update_ratio_median"), (lo, hi)):
         ax.axhline(used, color="tab:red", lw=0.8, ls="--")  # what a signature reads
@@ -90,7 +260,7 @@ def update_ratio(runs, ax=None) -> Axes:
                     fontsize="small")
     notes = _plot(ax, items, ["update_ratio"])
     ax.set_yscale("log")
-    return _finish(ax, items, "update ratio ‖Δw‖/‖w‖", notes)
+    return _finish(ax, items, _w("update ratio"), notes)
 
 
 def calibrated_lines(quantities, written) -> list[tuple[float, float]]:
@@ -102,44 +272,48 @@ def calibrated_lines(quantities, written) -> list[tuple[float, float]]:
     return sorted(moved)
 
 
+@_speaks
 def activations(runs, ax=None) -> Axes:
     """Share of saturated sigmoid/tanh units and of dead ReLUs, per module: units
     that pass no gradient back."""
     items, ax = _items(runs), _axes(ax)
     names = list(dict.fromkeys(c for _, h in items for c in h.columns
                                if c.startswith(("saturated_frac/", "dead_frac/"))))
-    notes = _plot(ax, items, names, what="activation columns")
+    notes = _plot(ax, items, names, what=_w("activation columns"))
     ax.set_ylim(-0.02, 1.02)
-    return _finish(ax, items, "share saturated / dead", notes)
+    return _finish(ax, items, _w("saturated"), notes)
 
 
+@_speaks
 def inputs(runs, ax=None) -> Axes:
     """The batch as the model sees it: its largest |value| (float16 overflows past
     65504) and the spread of feature scales (unnormalised inputs)."""
     items, ax = _items(runs), _axes(ax)
-    names = {"input_absmax": "largest |input|", "input_std_ratio": "feature std max/min"}
-    notes = _plot(ax, items, names, what="input columns")
+    names = {"input_absmax": _w("largest input"), "input_std_ratio": _w("std spread")}
+    notes = _plot(ax, items, names, what=_w("input columns"))
     ax.set_yscale("log")
     if max(_top(h, "input_absmax") for _, h in items) >= NEAR_FLOAT16 * FLOAT16_MAX:
         ax.axhline(FLOAT16_MAX, color="tab:red", ls=":", lw=1)
-        ax.annotate(f"float16 max {FLOAT16_MAX:g}", (0.01, FLOAT16_MAX), color="tab:red",
+        ax.annotate(_w("float16 max", value=FLOAT16_MAX), (0.01, FLOAT16_MAX), color="tab:red",
                     xycoords=("axes fraction", "data"), va="bottom", fontsize="small")
     for label, h in items:
         if "input_nonfinite" in h and (h["input_nonfinite"] > 0).any():
             step = _steps(h)[(h["input_nonfinite"] > 0).to_numpy()][0]
-            _mark(ax, step, f"NaN/Inf input at step {step}{_of(items, label)}", top=False)
-    return _finish(ax, items, "input value", notes)
+            _mark(ax, step, _w("nan_input", step=step, of=_of(items, label)), top=False)
+    return _finish(ax, items, _w("input value"), notes)
 
 
+@_speaks
 def output_gradient(runs, ax=None) -> Axes:
     """Share of exactly-zero gradient entries at the logits: float16 flushes every
     value below 6e-8 to zero, and those samples send no gradient back at all."""
     items, ax = _items(runs), _axes(ax)
     notes = _plot(ax, items, ["output_grad_zero_frac"])
     ax.set_ylim(-0.02, 1.02)
-    return _finish(ax, items, "share of zero logit gradients", notes)
+    return _finish(ax, items, _w("zero logit gradients"), notes)
 
 
+@_speaks
 def validation(runs, ax=None, metric="val_loss") -> Axes:
     """A validation metric at the evaluated steps, over the training counterpart
     (dashed, smoothed) where there is one: the gap between them is the evidence."""
@@ -152,37 +326,41 @@ def validation(runs, ax=None, metric="val_loss") -> Axes:
             ax.plot(s.index, s.rolling(9, min_periods=1).mean(), color=_color(i, items),
                     ls="--", lw=0.8, alpha=0.7)
             trained = True
-    notes = _plot(ax, items, [metric], what="validation columns")
+    notes = _plot(ax, items, [metric], what=_w("validation columns"))
     if trained:  # one key for every dashed line: the legend names each run once
-        ax.plot([], [], color="0.3", ls="--", lw=0.8, label="dashed: training batches, "
-                                                          "smoothed")
-    return _finish(ax, items, VAL_LABELS.get(metric, metric), notes)
+        ax.plot([], [], color="0.3", ls="--", lw=0.8, label=_w("dashed"))
+    return _finish(ax, items, _w(metric) if metric in VAL_LABELS else metric, notes)
 
 
+@_speaks
 def accuracy(runs, ax=None) -> Axes:
     """Validation accuracy, with the training batches' accuracy behind it: a model that
     fits its training labels but not the validation ones learned the wrong labels."""
     return validation(runs, ax, metric="val_acc")
 
 
+@_speaks
 def min_recall(runs, ax=None) -> Axes:
     """Recall of the worst class: 0 when the model never predicts a rare class."""
     return validation(runs, ax, metric="val_min_recall")
 
 
+@_speaks
 def eval_jitter(runs, ax=None) -> Axes:
     """Largest logit change between two identical validation passes: exactly 0 in
     eval mode, large when dropout still fires."""
     return validation(runs, ax, metric="val_jitter")
 
 
+@_speaks
 def train_mode(runs, ax=None) -> Axes:
     """Whether the model was in training mode when the optimizer stepped (1) or in eval
     mode (0): dropout off and BatchNorm on its running statistics while training."""
     return column(runs, "train_mode", ax, log=False,
-                  ylabel="training mode at the step (1 = train, 0 = eval)")
+                  ylabel=_w("train_mode"))
 
 
+@_speaks
 def gradient_cosine(runs, ax=None) -> Axes:
     """Cosine of consecutive gradients: ~0.3 for healthy SGD noise, ~1 when every
     step repeats (accumulates) the last, negative when steps bounce across a valley."""
@@ -190,9 +368,10 @@ def gradient_cosine(runs, ax=None) -> Axes:
     ax.axhline(0, color="0.8", lw=0.8)
     notes = _plot(ax, items, ["grad_cosine"], smooth=9)
     ax.set_ylim(-1.05, 1.05)
-    return _finish(ax, items, "cosine(g_t, g_t-1)", notes)
+    return _finish(ax, items, _w("cosine"), notes)
 
 
+@_speaks
 def timing(run, ax=None) -> Axes:
     """Where a step's time goes, in milliseconds: stacked per step for one run, stacked
     medians side by side for several.  A thick t_data band: the model waits for data."""
@@ -208,23 +387,25 @@ def timing(run, ax=None) -> Axes:
         bottom = np.zeros(len(timed))
         for c in TIMING_COLUMNS:
             ms = np.array([h[c].median() * 1e3 for _, h in timed])
-            ax.bar([label for label, _ in timed], ms, bottom=bottom, label=f"{c} (median)")
+            ax.bar([label for label, _ in timed], ms, bottom=bottom, label=_w("median", column=c))
             bottom += ms
-    xlabel = "step" if len(items) == 1 else "run"
-    return _finish(ax, items, "time per step (ms)", notes, mark=False, xlabel=xlabel)
+    xlabel = _w("step") if len(items) == 1 else _w("run")
+    return _finish(ax, items, _w("time per step"), notes, mark=False, xlabel=xlabel)
 
 
+@_speaks
 def padding(runs, ax=None) -> Axes:
     """Attention mass on pad tokens per step, and how much appending pads changes the
     prediction at evaluations: both ~0 when padding is masked (symlog: 0 stays visible)."""
     items, ax = _items(runs), _axes(ax)
-    names = {"pad_attention": "attention on pads", "pad_sensitivity": "change with more pads"}
-    notes = _plot(ax, items, names, what="padding columns (sequence task only)")
+    names = {"pad_attention": _w("pads"), "pad_sensitivity": _w("more pads")}
+    notes = _plot(ax, items, names, what=_w("padding columns"))
     ax.set_yscale("symlog", linthresh=1e-3)
     ax.set_ylim(-2e-4, 1.1)  # exact zeros (a masked baseline) sit just above the frame
-    return _finish(ax, items, "share / probability change", notes)
+    return _finish(ax, items, _w("pad share"), notes)
 
 
+@_speaks
 def column(runs, name, ax=None, log=None, ylabel=None) -> Axes:
     """Any one column; `log=None` picks a log axis when it spans over two decades."""
     items, ax = _items(runs), _axes(ax)
@@ -236,56 +417,63 @@ def column(runs, name, ax=None, log=None, ylabel=None) -> Axes:
     return _finish(ax, items, ylabel or name, notes)
 
 
+@_speaks
 def weights(runs, ax=None) -> Axes:
     """Global weight norm: weight decay shrinks it, a huge rate inflates it."""
-    return column(runs, "weight_norm", ax, ylabel="weight norm ‖w‖")
+    return column(runs, "weight_norm", ax, ylabel=_w("weight norm"))
 
 
+@_speaks
 def outputs(runs, ax=None) -> Axes:
     """Std of the logits: a sane initialisation starts near 1 or below."""
-    return column(runs, "output_std", ax, ylabel="logit std")
+    return column(runs, "output_std", ax, ylabel=_w("logit std"))
 
 
+@_speaks
 def implied_loss(runs, ax=None) -> Axes:
     """The training loss beside two losses its output and gradient imply: the output's
     own cross-entropy (a plain cross-entropy lies on it) and the cross-entropy of
     softmax applied twice (a loop that applies softmax before CrossEntropyLoss lies on
     that one instead)."""
     items, ax = _items(runs), _axes(ax)
-    notes = _plot(ax, items, {"loss": "training loss", "output_ce": "output's cross-entropy",
-                              "output_ce_twice": "cross-entropy of softmax twice"})
-    return _finish(ax, items, "loss", notes)
+    notes = _plot(ax, items, {"loss": _w("training loss"), "output_ce": _w("output ce"),
+                              "output_ce_twice": _w("ce twice")})
+    return _finish(ax, items, _w("loss"), notes)
 
 
+@_speaks
 def eval_inputs(runs, ax=None) -> Axes:
     """How far the inputs a model is evaluated on sit from its training inputs: the
     largest per-feature mean difference, in training standard deviations (one point per
     evaluation; two samples of one population differ by sampling noise, ~0.1)."""
     return column(runs, "eval_input_shift", ax, log=True,
-                  ylabel="evaluation-input shift (training std)")
+                  ylabel=_w("eval shift"))
 
 
+@_speaks
 def zero_gradients(runs, ax=None) -> Axes:
     """Share of gradient entries that are exactly zero: dead units give no gradient."""
-    ax = column(runs, "zero_grad_frac", ax, ylabel="share of zero gradient entries")
+    ax = column(runs, "zero_grad_frac", ax, ylabel=_w("zero gradients"))
     ax.set_ylim(-0.02, 1.02)
     return ax
 
 
+@_speaks
 def batches(runs, ax=None) -> Axes:
     """Share of each batch taken by its commonest label (1 = one class only: unshuffled
     sorted data; high throughout: imbalance), with the batch size in the legend."""
     labelled = {}
     for label, h in _items(runs):
         size = _series(h, "batch_size")
-        labelled[label if size is None else f"{label}, batch {size.median():g}"] = h
-    ax = column(labelled, "label_purity", ax, log=False, ylabel="commonest label's share")
+        labelled[label if size is None else _w("batch", label=label, size=size.median())] = h
+    ax = column(labelled, "label_purity", ax, log=False, ylabel=_w("label share"))
     ax.set_ylim(-0.02, 1.02)
     if ax.get_legend_handles_labels()[1]:  # one run too: the legend holds its batch size
         _legend(ax)
     return ax
 
 
+@_speaks
 def loss_weight(runs, ax=None) -> Axes:
     """The total weight each optimizer step's loss gave its samples (backward passes x
     each one's `loss_weight`): exactly 1 for a mean over the step, k for k micro-batch
@@ -294,8 +482,8 @@ def loss_weight(runs, ax=None) -> Axes:
     weighed = {label: h.assign(step_loss_weight=h["loss_weight"] * h["output_backwards"])
                if {"loss_weight", "output_backwards"} <= set(h.columns) else h
                for label, h in _items(runs)}
-    ax = column(weighed, "step_loss_weight", ax, ylabel="loss weight per step")
-    ax.axhline(1.0, color=REFERENCE_COLOR, lw=0.8, ls=":", label="a mean over the step: 1")
+    ax = column(weighed, "step_loss_weight", ax, ylabel=_w("loss weight"))
+    ax.axhline(1.0, color=REFERENCE_COLOR, lw=0.8, ls=":", label=_w("mean of step"))
     if ax.get_legend_handles_labels()[1]:
         _legend(ax)
     return ax
@@ -319,6 +507,7 @@ def instrument_for(fault_name: str) -> str:
     return "gradients"
 
 
+@_speaks
 def compare(baseline, faulty, fault=None, instrument=None) -> Figure:
     """Baseline and faulty run side by side: the loss, and the instrument that shows
     the cause (`instrument`: a name or a function; default: `instrument_for(fault)`)."""
@@ -327,8 +516,10 @@ def compare(baseline, faulty, fault=None, instrument=None) -> Figure:
         if draw not in FUNCTIONS:
             raise KeyError(f"unknown instrument {draw!r}; known: {', '.join(FUNCTIONS)}")
         draw = FUNCTIONS[draw]
-    title = f"{fault}: {get_fault(fault).title}" if fault else "baseline vs faulty"
-    runs = {"baseline": baseline, fault or "faulty": faulty}
+    lang = plot_language()
+    title = f"{fault}: {get_fault(fault).text('title', lang)}" if fault else \
+        _w("baseline vs faulty")
+    runs = {_w("baseline"): baseline, fault or _w("faulty"): faulty}
     fig, (left, right) = _pyplot().subplots(1, 2, figsize=(11, 3.8), layout="constrained")
     loss(runs, ax=left)
     draw(runs, ax=right)
@@ -336,13 +527,14 @@ def compare(baseline, faulty, fault=None, instrument=None) -> Figure:
     return _detached(fig)
 
 
+@_speaks
 def overview(run_or_runs) -> Figure:
     """The six main instruments in a 2x3 grid, for a first look at a run."""
     fig, axes = _pyplot().subplots(2, 3, figsize=(15, 7), layout="constrained")
     for draw, ax in zip((loss, gradients, update_ratio, activations, validation, inputs),
                         axes.flat, strict=False):
         draw(run_or_runs, ax=ax)
-        ax.set_title(draw.__name__)
+        ax.set_title(PANEL_TITLES[draw.__name__].say(plot_language()))
         if ax.get_legend() is not None:  # beside each panel would narrow the whole grid
             _legend(ax, below=True)
     return _detached(fig)
@@ -381,10 +573,10 @@ def _label(run, i: int | None) -> str:
     """A Run is named by what its recipe changes in its task's baseline."""
     recipe = getattr(run, "recipe", None)
     if recipe is None:
-        return "history" if i is None else f"history {i}"
+        return _w("history") if i is None else _w("history i", i=i)
     changed = diff(baseline_recipe(recipe.task), recipe)
     what = ", ".join(f"{k}={format_value(b)}" for k, (a, b) in changed.items() if k != "steps")
-    return f"{what or recipe.task + ' baseline'} (seed {run.seed})"
+    return _w("run_label", what=what or _w("task baseline", task=recipe.task), seed=run.seed)
 
 
 def _axes(ax: Axes | None) -> Axes:
@@ -446,8 +638,10 @@ def _plot(ax, items, names, smooth=1, what=None) -> list[str]:
     if keyed and drawn:
         _keys(ax, items, names, shown_as, missing)
     if not drawn:
-        return [f"no {what or ' or '.join(names) or 'columns'} in {_whom(items)}"]
-    return [f"no {', '.join(v)} in {_whom(items, label)}" for label, v in missing.items()]
+        return [_w("missing", what=what or _w("or").join(names) or _w("columns"),
+                   whom=_whom(items))]
+    return [_w("missing", what=", ".join(v), whom=_whom(items, label))
+            for label, v in missing.items()]
 
 
 def _auto_log(ax, items, name: str) -> None:
@@ -460,7 +654,7 @@ def _auto_log(ax, items, name: str) -> None:
 
 
 def _whom(items, label: str | None = None) -> str:
-    return "this history" if len(items) == 1 else label or "these histories"
+    return _w("this history") if len(items) == 1 else label or _w("these histories")
 
 
 def _of(items, label: str) -> str:
@@ -475,14 +669,14 @@ def _mark(ax, step, text: str, top: bool = True) -> None:
             color="tab:red")
 
 
-def _finish(ax, items, ylabel, notes, mark=True, xlabel="step") -> Axes:
+def _finish(ax, items, ylabel, notes, mark=True, xlabel=None) -> Axes:
     """Labels, the first non-finite loss of each run, notes, and a legend if needed."""
-    ax.set_xlabel(xlabel)
+    ax.set_xlabel(xlabel or _w("step"))
     ax.set_ylabel(ylabel)
     for label, h in items:
         step = first_nonfinite(h) if mark and "loss" in h and "step" in h else np.inf
         if np.isfinite(step):
-            _mark(ax, int(step), f"NaN/Inf loss at step {int(step)}{_of(items, label)}")
+            _mark(ax, int(step), _w("nan_loss", step=int(step), of=_of(items, label)))
     if notes:
         ax.text(0.5, 0.5, "\n".join(notes), transform=ax.transAxes, ha="center",
                 va="center", fontsize="small", color="0.35",
@@ -509,7 +703,7 @@ def _twin_labels(items, names) -> dict[str, str]:
     labels = {}
     for i, (label, h) in enumerate(items):
         twin = next((other for other, g in items[:i] if _same_lines(h, g, names)), None)
-        labels[label] = label if twin is None else f"{label} (= {twin} exactly, drawn over it)"
+        labels[label] = label if twin is None else _w("twin", label=label, twin=twin)
     return labels
 
 
@@ -528,7 +722,8 @@ def _keys(ax, items, names, shown_as, missing) -> None:
             ax.plot([], [], color=_color(i, items), lw=1.4, label=shown_as[label])
     for j, shown in enumerate(names.values()):
         style = LINESTYLES[j % len(LINESTYLES)]
-        ax.plot([], [], color="0.3", lw=1.4, ls=style, label=f"{STYLE_NAMES[style]}: {shown}")
+        ax.plot([], [], color="0.3", lw=1.4, ls=style,
+                label=_w("style_key", style=_w(STYLE_NAMES[style]), name=shown))
 
 
 # Every instrument by name: what INSTRUMENTS and `compare(instrument=...)` refer to.
@@ -538,23 +733,24 @@ FUNCTIONS = {f.__name__: f for f in (
     outputs, implied_loss, zero_gradients, batches, loss_weight, eval_inputs, train_mode)}
 
 
+@_speaks
 def lr_range(result, ax=None) -> Axes:
     """The LR range test: loss per rate on a log axis, the suggestion and where the
     loss blew up marked (see `fl.lr_range_test`)."""
     ax = _axes(ax)
     table = result.table
     ax.plot(table["lr"], table["loss"], color=REFERENCE_COLOR, lw=0.8, alpha=0.6,
-            label="loss per batch")
-    ax.plot(table["lr"], table["smoothed_loss"], color="tab:blue", lw=1.8, label="smoothed")
+            label=_w("per batch"))
+    ax.plot(table["lr"], table["smoothed_loss"], color="tab:blue", lw=1.8, label=_w("smoothed"))
     ax.axvline(result.suggested_lr, color="tab:green", ls="--",
-               label=f"suggested {result.suggested_lr:.2g}")
+               label=_w("suggested", lr=result.suggested_lr))
     if result.diverged_lr:
         ax.axvline(result.diverged_lr, color="tab:red", ls=":",
-                   label=f"blew up at {result.diverged_lr:.2g}")
+                   label=_w("blew up", lr=result.diverged_lr))
     ax.set_xscale("log")
     start = float(table["smoothed_loss"].iloc[0])
     ax.set_ylim(0, 1.5 * max(start, float(table["smoothed_loss"].max())))  # spikes clipped
-    ax.set_xlabel("learning rate")
-    ax.set_ylabel("training loss")
+    ax.set_xlabel(_w("learning rate"))
+    ax.set_ylabel(_w("training loss"))
     _legend(ax)
     return ax

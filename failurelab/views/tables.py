@@ -17,7 +17,7 @@ import textwrap
 
 import pandas as pd
 
-from ..basics.text import language
+from ..basics.text import Text, language
 
 CELL = ("text-align:left;vertical-align:top;white-space:pre-wrap;overflow-wrap:anywhere;"
         "padding:4px 8px;border-bottom:1px solid #ddd;min-width:4em;max-width:28em")
@@ -40,6 +40,21 @@ h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 2em; }
 table.failurelab { border-collapse: collapse; font-size: 13px; margin: 0.5em 0; }
 p.note { color: #555; max-width: 60em; }
 </style>"""
+
+
+# Column names the course's tables show, as a Chinese reader sees them; the DataFrame
+# keeps its names, so code reads table["faulty"] in every language.
+HEADERS = {"quantity": Text("quantity", "量"), "threshold": Text("threshold", "阈值"),
+           "faulty": Text("faulty", "有故障的运行"), "baseline": Text("baseline", "基线"),
+           "instrument": Text("instrument", "仪表"), "start": Text("start", "开始"),
+           "middle": Text("middle", "中段"), "end": Text("end", "结束"),
+           "measurement": Text("measurement", "含义"), "value": Text("value", "数值")}
+
+
+def header(name, lang: str | None = None) -> str:
+    """A column's name as shown in `lang`: its HEADERS text, else the name itself."""
+    text = HEADERS.get(str(name))
+    return str(name) if text is None else text.say(lang)
 
 
 class TextTable(pd.DataFrame):
@@ -105,7 +120,7 @@ def html_table(frame: pd.DataFrame, caption: str | None = None, *, compact: bool
     narrow columns); `cell_css(value)` may add a style to a cell (e.g. a colour)."""
     cell, head = (COMPACT_CELL, COMPACT_HEAD) if compact else (CELL, HEAD)
     index_name = "" if frame.index.name is None else str(frame.index.name)
-    heads = [f'<th style="{HEAD if i == 0 else head}">{_escape(c)}</th>'
+    heads = [f'<th style="{HEAD if i == 0 else head}">{_escape(header(c))}</th>'
              for i, c in enumerate([index_name, *frame.columns])]
     rows, previous = [], object()
     for label, row in zip(frame.index, frame.itertuples(index=False), strict=True):
