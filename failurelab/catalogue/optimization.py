@@ -125,8 +125,8 @@ LR_TOO_SMALL = Fault(
                    "卡住”的原因不会对学习率有反应。",
         fix="提高学习率，例如用 LR 范围测试建议的值。"),
     edit=(Scale("lr", 1e-3),), repair=(Scale("lr", 1e3),), probe=(Scale("lr", 100),),
-    confirm=((O("gain[lr*10]", "better"), O("no_grad_at_step", "absent")),),
-    refute=(O("gain[lr*10]", "unchanged"), O("gain[lr*10]", "worse")),
+    confirm=((O("gain[lr*10]", "better"), O("no_grad_at_step", "absent")),
+             (O("gain[lr*100]", "better"), O("no_grad_at_step", "absent"))),
     signature=Signature((
         TINY_STEPS,
         GRADIENTS_FLOW,
@@ -403,8 +403,8 @@ LR_DECAYED_TOO_EARLY = Fault(
     edit=(Set("lr_decay_every", 30),),
     repair=(Set("lr_decay_every", 930),),  # 30 epochs of 31 batches
     probe=(Scale("steps", 3),),
-    confirm=((O("gain[lr*10]", "better"), O("no_grad_at_step", "absent")),),
-    refute=(O("gain[lr*10]", "unchanged"),),
+    confirm=((O("gain[lr*10]", "better"), O("no_grad_at_step", "absent")),
+             (O("gain[lr*100]", "better"), O("no_grad_at_step", "absent"))),
     instrument="update_ratio",
     # a rate decayed by orders of magnitude leaves the rest of the run with tiny steps,
     # lr_too_small's evidence; where the steps were normal at first, the decay caused it

@@ -30,7 +30,7 @@ import pandas as pd
 from .quantities import loss_start, nonfinite_losses
 
 # The arms whose effect is a gain, by the short name the outcomes use.
-GAIN_ARMS = ("lr/10", "lr*10", "overfit_batch", "labels_permuted", "inputs_standardised",
+GAIN_ARMS = ("lr/10", "lr*10", "lr*100", "overfit_batch", "labels_permuted", "inputs_standardised",
              "float32", "reinit_defaults", "reference_step")
 CHECKS = ("nonfinite_inputs", "no_grad_at_step", "grad_not_optimized", "grads_carried")
 EFFECTS = tuple(f"gain[{arm}]" for arm in GAIN_ARMS) + CHECKS

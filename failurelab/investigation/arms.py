@@ -171,6 +171,8 @@ ARMS = {arm.name: arm for arm in (
                       "学习率：除以 10（所有参数组，调度器同样）"), lr_scaled(0.1)),
     Arm("lr*10", Text("the learning rate: multiplied by 10 (every param group, scheduler too)",
                       "学习率：乘以 10（所有参数组，调度器同样）"), lr_scaled(10.0)),
+    Arm("lr*100", Text("the learning rate: multiplied by 100 (every param group, scheduler too)",
+                       "学习率：乘以 100（所有参数组，调度器同样）"), lr_scaled(100.0)),
     Arm("labels_permuted", Text("the labels: permuted across the training samples",
                                 "标签：在训练样本之间随机置换"), labels_permuted),
     Arm("inputs_standardised", Text("the inputs: standardised per feature with the training "

@@ -25,6 +25,10 @@ T = {
     "symptom": Text("symptom", "症状"), "cause": Text("cause", "原因"),
     "experiment": Text("distinguishing experiment", "区分性实验"), "fix": Text("fix", "修复"),
     "healthy": Text("healthy: no experiment found a fault", "健康：没有实验发现故障"),
+    "cut": Text("the loss looks healthy, but {none} of {n} trainable tensors get no gradient "
+                "(a graph cut by .detach(), an unused layer?): no catalogue cause fits",
+                "损失看起来健康，但 {n} 个可训练张量中有 {none} 个得不到梯度（被 .detach() 切断的计算图？"
+                "没用到的层？）：目录中没有相符的原因"),
     "no_cause": Text("unhealthy, no catalogue cause fits", "不健康，目录中没有相符的原因"),
     "no_experiment": Text("none decided it", "没有实验能下结论"),
     "no_fix": Text("see what the experiments showed below", "见下面各实验的结果"),
@@ -39,6 +43,15 @@ T = {
                         "{spread:.3g}；效应 = (基线 - 实验) / 离散度）"),
     "log": Text("log(final loss)", "log(最终损失)"), "linear": Text("final loss", "最终损失"),
     "hypotheses": Text("hypotheses", "假设"),
+    "experiments_short": Text("experiments", "实验"),
+    "row": Text("final loss {loss:.4g}{effect}: {conclusion}", "最终损失 {loss:.4g}{effect}：{conclusion}"),
+    "effect": Text(", effect {value:+.2f}", "，效应 {value:+.2f}"),
+    "hyp_heads": Text("hypothesis|from|status|deciding outcome",
+                      "假设|来源|状态|决定性的结果"),
+    "from_diagnosis": Text("passive diagnosis", "被动诊断"),
+    "from_shape": Text("the shape's usual suspect", "该曲线形状的常见原因"),
+    "also": Text("also consistent with the same experiments: {names}",
+                 "同样与这些实验相符：{names}"),
     "reproducible": Text("same seed twice: bitwise identical", "同一种子运行两次：逐位相同"),
     "not_reproducible": Text("same seed twice: the losses differ (the loop is not "
                              "deterministic; the spread includes that)",
@@ -107,7 +120,7 @@ def table(runs: dict, ends: dict, effects: dict, spread: float, judgements: list
         rows.append({"arm": name, "changed": ARMS[name].changes.say(lang),
                      "steps": len(run.history), "final_loss": ends.get(name, math.nan),
                      "effect": effect, "spread": spread,
-                     "conclusion": CONCLUSION[key].say(lang)
+                     "outcome": key, "conclusion": CONCLUSION[key].say(lang)
                      + (f" ({run.error})" if run.error else ""),
                      "decides": "; ".join(decided), "seconds": round(run.seconds, 2)})
     return pd.DataFrame(rows)
@@ -119,6 +132,8 @@ def verdict_columns(inv, lang: str) -> dict[str, str]:
     symptom = f"{shapes.name(d.shape, lang)} - {d.shape_evidence}"
     if inv.top is None:
         cause = T["healthy" if inv.healthy else "no_cause"].say(lang)
+        if inv.healthy and inv.flow is not None and inv.flow.without_grad:
+            cause = T["cut"].say(lang, none=len(inv.flow.without_grad), n=inv.flow.trainable)
         experiment, fix = _strongest_effect(inv, lang), T["no_fix"].say(lang)
         return {"symptom": symptom, "cause": cause, "experiment": experiment, "fix": fix}
     fault = catalogue.FAULTS[inv.top]
@@ -179,17 +194,46 @@ def text(inv, lang: str) -> str:
     lines.append("")
     lines.extend(_facts(inv, lang))
     lines.append(_header(inv, lang))
-    for _, r in inv.experiments.iterrows():
-        effect = "" if r["effect"] != r["effect"] else f"  effect {r['effect']:+.2f}"
-        lines.append(f"  {r['arm']:<20} {r['changed']}")
-        lines.append(f"  {'':<20} final loss {r['final_loss']:.4g}{effect}: {r['conclusion']}"
-                     + (f" -> {r['decides']}" if r["decides"] else ""))
+    for row in _rows(inv, lang):
+        lines.append(f"  {row['arm']:<20} {row['changed']}")
+        lines.append(f"  {'':<20} {row['said']}" + (f" -> {row['decides']}" if row["decides"] else ""))
     if inv.judgements:
         lines.append(T["hypotheses"].say(lang) + ":")
         for j in inv.judgements:
-            lines.append(f"  {j.fault:<26} {STATUS[j.status].say(lang)}")
+            deciding = "" if j.outcome is None else f"  ({_outcome_said(j, lang)})"
+            lines.append(f"  {j.fault:<26} {STATUS[j.status].say(lang)}{deciding}")
+    also = _also(inv)
+    if also:
+        lines.append(T["also"].say(lang, names=", ".join(also)))
     lines.extend(inv.notes)
     return "\n".join(lines)
+
+
+def _rows(inv, lang) -> list[dict]:
+    """The experiments' rows, said in `lang`."""
+    rows = []
+    for _, r in inv.experiments.iterrows():
+        effect = "" if r["effect"] != r["effect"] else T["effect"].say(lang, value=r["effect"])
+        conclusion = CONCLUSION[r["outcome"]].say(lang) + (
+            "" if r["outcome"] != "error" else f" ({r['conclusion'].split('(', 1)[-1]}")
+        decided = [f"{j.fault}: {STATUS[j.status].say(lang)}" for j in inv.judgements
+                   if j.outcome is not None and j.outcome.arm == r["arm"]]
+        rows.append({"arm": r["arm"], "changed": ARMS[r["arm"]].changes.say(lang),
+                     "said": T["row"].say(lang, loss=r["final_loss"], effect=effect,
+                                          conclusion=conclusion),
+                     "decides": "; ".join(decided)})
+    return rows
+
+
+def _outcome_said(j, lang) -> str:
+    value = "" if j.value != j.value else f" = {j.value:+.3g}"
+    return EXPECT[j.outcome.expect].say(lang, arm=j.outcome.effect) + value
+
+
+def _also(inv) -> list[str]:
+    """Other confirmed hypotheses: the experiments run could not tell them from the top
+    one (the passive ranking ordered them)."""
+    return [j.fault for j in inv.judgements if j.status == "confirmed" and j.fault != inv.top]
 
 
 def _header(inv, lang) -> str:
@@ -241,24 +285,28 @@ def to_html(inv, path, lang: str) -> None:
                    for k in ("symptom", "cause", "experiment", "fix"))
     facts = "".join(f"<li>{e(f)}</li>" for f in _facts(inv, lang) + inv.notes)
     arms = []
-    for _, r in inv.experiments.iterrows():
-        if r["arm"] == "baseline" or r["arm"] not in inv.histories:
+    for row in _rows(inv, lang):
+        if row["arm"] == "baseline" or row["arm"] not in inv.histories:
             continue
-        img = _plot(inv.histories["baseline"], inv.histories[r["arm"]], r["arm"])
-        effect = "" if r["effect"] != r["effect"] else f" effect {r['effect']:+.2f};"
-        arms.append(f"<div class='arm'><img alt='{e(r['arm'])}' src='data:image/png;base64,"
-                    f"{img}'><p><b>{e(r['arm'])}</b>: {e(r['changed'])}</p><p>final loss "
-                    f"{r['final_loss']:.4g};{e(effect)} {e(r['conclusion'])}"
-                    f"{' → ' + e(r['decides']) if r['decides'] else ''}</p></div>")
-    hyp = "".join(f"<tr><td>{e(j.fault)}</td><td>{e(STATUS[j.status].say(lang))}</td></tr>"
-                  for j in inv.judgements)
+        img = _plot(inv.histories["baseline"], inv.histories[row["arm"]], row["arm"])
+        decides = f" → {e(row['decides'])}" if row["decides"] else ""
+        arms.append(f"<div class='arm'><img alt='{e(row['arm'])}' src='data:image/png;base64,"
+                    f"{img}'><p><b>{e(row['arm'])}</b>: {e(row['changed'])}</p>"
+                    f"<p>{e(row['said'])}{decides}</p></div>")
+    heads = "".join(f"<th>{e(h)}</th>" for h in T["hyp_heads"].say(lang).split("|"))
+    hyp = "".join(
+        f"<tr><td>{'<b>' + e(j.fault) + '</b>' if j.fault == inv.top else e(j.fault)}</td>"
+        f"<td>{e(T['from_' + j.source].say(lang))}</td><td>{e(STATUS[j.status].say(lang))}</td>"
+        f"<td>{e(_outcome_said(j, lang)) if j.outcome is not None else ''}</td></tr>"
+        for j in inv.judgements)
     level = CONFIDENCE[inv.confidence].say(lang)
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
             f"{e(T['title'].say(lang))}</title><style>{CSS}</style></head><body>"
             f"<h1>{e(T['title'].say(lang))}</h1><table>{head}</table>"
             f"<p>{e(T['confidence'].say(lang, level=level))}</p><ul>{facts}</ul>"
-            f"<h2>{e(T['experiments'].say(lang, spread=inv.spread))}</h2>{''.join(arms)}"
-            f"<h2>{e(T['hypotheses'].say(lang))}</h2><table>{hyp}</table></body></html>")
+            f"<h2>{e(T['experiments_short'].say(lang))}</h2><p>{e(_header(inv, lang))}</p>"
+            f"{''.join(arms)}<h2>{e(T['hypotheses'].say(lang))}</h2>"
+            f"<table><tr>{heads}</tr>{hyp}</table></body></html>")
     atomic_write(Path(path), page)
 
 

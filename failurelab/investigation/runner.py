@@ -41,6 +41,7 @@ class ArmRun:
     stopped: str | None = None  # "nonfinite" when it ended at a non-finite loss
     seconds: float = 0.0
     skipped: bool = False  # the arm does not apply to these parts
+    low_precision: bool = False  # the model's outputs or weights were float16/bfloat16
 
 
 def run_arm(parts: Parts, name: str) -> ArmRun:
@@ -70,6 +71,8 @@ def _train(parts: Parts, run: ArmRun) -> None:
     model, optimizer, scheduler = build(parts)
     every = max(1, parts.steps // VALIDATIONS)
     validate = parts.loss is not None and bool(parts.val_batches)
+    watch = model.register_forward_hook(_precision_watch(run))
+    run.low_precision = any(p.dtype in _LOWP for p in model.parameters())
     with Monitor(model, optimizer) as monitor:
         try:
             for i, batch in enumerate(parts.batches):
@@ -93,7 +96,20 @@ def _train(parts: Parts, run: ArmRun) -> None:
                     run.stopped = "nonfinite"
                     break
         finally:
+            watch.remove()
             run.history = monitor.history
+
+
+_LOWP = (torch.float16, torch.bfloat16)
+
+
+def _precision_watch(run: ArmRun):
+    """A forward hook that notes outputs in float16/bfloat16 (autocast, `.half()`)."""
+    def see(module, args, output):
+        first = output[0] if isinstance(output, (tuple, list)) and output else output
+        if isinstance(first, torch.Tensor) and first.dtype in _LOWP:
+            run.low_precision = True
+    return see
 
 
 def _validation_loss(model, parts: Parts) -> float:

@@ -94,11 +94,12 @@ def investigate(model=None, optimizer=None, batches=None, step=None, loss=None,
         passive = diagnose(base.history, faults, lang)
         hyps = verdict.hypotheses(passive, faults)
         wanted = verdict.arms_needed(hyps, faults) if hyps else []
-        more = [a for a in wanted if a not in runs]
+        more = [a for a in wanted if a not in runs
+                and (a != "float32" or base.low_precision)]  # float32 undoes low precision only
         if more and not stopped:
             extra, stopped = runner.run_arms(parts, more, workers, say)
             runs.update(extra)
-        flow = checks.gradient_flow(parts) if hyps and not stopped else None
+        flow = checks.gradient_flow(parts) if not stopped else None
     if stopped:
         notes.append("stopped by Ctrl-C: the arms not run are missing")
     return _assemble(parts, passive, hyps, runs, flow, faults, notes, lang)
@@ -140,6 +141,8 @@ def _assemble(parts, passive, hyps, runs, flow, faults, notes, lang) -> Investig
     if passive.shape == "healthy" and top is None and not any(
             j.status == "confirmed" for j in judgements):
         confidence = "high" if reproducible else "medium"
+    if top is None and confidence == "high" and flow is not None and flow.without_grad:
+        confidence = "medium"  # healthy-looking, but part of the model never learns
     for name, r in runs.items():
         if r.error:
             notes.append(f"{name}: ended by {r.error}")
