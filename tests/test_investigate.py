@@ -287,3 +287,12 @@ def test_the_command_investigates_a_file_of_parts_and_refuses_a_bad_target(tmp_p
     assert "symptom" in capsys.readouterr().out
     assert cli.main(["investigate", f"{loop}:missing"]) == 2
     assert "defines no function 'missing'" in capsys.readouterr().err
+
+
+def test_the_docs_quote_the_catalogues_confirm_refute_table():
+    from pathlib import Path
+
+    from failurelab.investigation.report import confirm_table
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "investigate.md").read_text("utf-8")
+    assert confirm_table() in doc

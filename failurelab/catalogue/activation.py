@@ -43,7 +43,8 @@ SATURATED_SIGMOID = Fault(
     edit=(Set("sigmoid_gain", 30.0),),
     repair=(Set("sigmoid_gain", 1.0),),
     probe=(Set("sigmoid_gain", 1.0),),
-    confirm=(O("gain[reinit_defaults]", "better"),),
+    confirm=((O("gain[reinit_defaults]", "better"), O("saturated_units", "present")),),
+    refute=(O("saturated_units", "absent"),),
     signature=Signature((
         C("saturation_median", True, 0.3, "median saturated share",
           "a third of the sigmoid/tanh outputs pass < 1% of the gradient back; healthy "
@@ -117,8 +118,8 @@ DEAD_RELU = Fault(
     edit=(Set("relu_bias", -10.0),),
     repair=(Set("relu_bias", 0.0),),
     probe=(Scale("lr", 10),),
-    confirm=(O("gain[reinit_defaults]", "better"),),
-    refute=(O("gain[lr*10]", "better"),),
+    confirm=((O("gain[reinit_defaults]", "better"), O("dead_units", "present")),),
+    refute=(O("gain[lr*10]", "better"), O("dead_units", "absent")),
     signature=Signature((
         C("dead_start", True, 0.9, "dead ReLU share at step 0",
           "nine in ten units off for a whole batch at initialisation; a healthy layer "

@@ -403,8 +403,9 @@ LR_DECAYED_TOO_EARLY = Fault(
     edit=(Set("lr_decay_every", 30),),
     repair=(Set("lr_decay_every", 930),),  # 30 epochs of 31 batches
     probe=(Scale("steps", 3),),
-    confirm=((O("gain[lr*10]", "better"), O("no_grad_at_step", "absent")),
-             (O("gain[lr*100]", "better"), O("no_grad_at_step", "absent"))),
+    confirm=((O("gain[lr*10]", "better"), O("lr_decayed", "present")),
+             (O("gain[lr*100]", "better"), O("lr_decayed", "present"))),
+    refute=(O("lr_decayed", "absent"),),
     instrument="update_ratio",
     # a rate decayed by orders of magnitude leaves the rest of the run with tiny steps,
     # lr_too_small's evidence; where the steps were normal at first, the decay caused it

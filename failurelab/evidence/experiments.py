@@ -13,7 +13,11 @@ signatures read:
   parameters with no or an all-zero gradient when the user's step calls
   `optimizer.step()`), `grad_not_optimized` (share holding a gradient that the
   optimizer does not hold), `grads_carried` (share of the baseline's steps whose
-  gradient was never emptied since the step before).
+  gradient was never emptied since the step before), and three facts of the baseline's
+  history that a route needs beside its experiment: `lr_decayed` (1 when the rate ended
+  below a tenth of where it started), `dead_units` and `saturated_units` (the largest
+  share of dead ReLU / saturated sigmoid-tanh units at the first step; 0 for a model
+  without such layers).
 
 A fault of the catalogue says which outcomes confirm it and which refute it
 (`Fault.confirm`, `Fault.refute`, beside its signature) in this vocabulary.
@@ -32,7 +36,8 @@ from .quantities import loss_start, nonfinite_losses
 # The arms whose effect is a gain, by the short name the outcomes use.
 GAIN_ARMS = ("lr/10", "lr*10", "lr*100", "overfit_batch", "labels_permuted", "inputs_standardised",
              "float32", "reinit_defaults", "reference_step")
-CHECKS = ("nonfinite_inputs", "no_grad_at_step", "grad_not_optimized", "grads_carried")
+CHECKS = ("nonfinite_inputs", "no_grad_at_step", "grad_not_optimized", "grads_carried",
+          "lr_decayed", "dead_units", "saturated_units")
 EFFECTS = tuple(f"gain[{arm}]" for arm in GAIN_ARMS) + CHECKS
 
 # "Clearly" better or worse: the arm's final loss differs from the baseline's by more
@@ -78,6 +83,14 @@ class Outcome:
         return {"better": value > CLEAR, "worse": value < -CLEAR,
                 "unchanged": abs(value) < SAME, "not_worse": value > -SAME,
                 "present": value > 0, "absent": value == 0, "all": value >= 1}[self.expect]
+
+
+def lr_decayed(history: pd.DataFrame) -> float:
+    """1 when the baseline's learning rate ended below a tenth of its first value."""
+    if "lr" not in history or history["lr"].notna().sum() < 2:
+        return math.nan
+    lrs = history["lr"].dropna().astype(float)
+    return float(lrs.iloc[-1] < 0.1 * lrs.iloc[0]) if lrs.iloc[0] > 0 else math.nan
 
 
 def final_loss(history: pd.DataFrame) -> float:

@@ -333,3 +333,19 @@ def _plot(base: pd.DataFrame, arm: pd.DataFrame, name: str) -> str:
     fig.savefig(buffer, format="png", dpi=80)
     plt.close(fig)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def confirm_table(faults: dict | None = None) -> str:
+    """The catalogue's confirm/refute declarations as a Markdown table (docs/investigate.md
+    quotes it; a test keeps the two equal)."""
+    faults = catalogue.FAULTS if faults is None else faults
+
+    def said(o) -> str:
+        return f"`{o.effect}` {o.expect}"
+    lines = ["| fault | confirmed when | refuted when |", "|---|---|---|"]
+    for name, fault in faults.items():
+        routes = " **or** ".join(" and ".join(said(o) for o in route)
+                                 for route in fault.confirm_routes) or "not tested"
+        refute = "; ".join(said(o) for o in fault.refute) or "-"
+        lines.append(f"| {name} | {routes} | {refute} |")
+    return "\n".join(lines)

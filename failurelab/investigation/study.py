@@ -20,6 +20,7 @@ import torch
 from .. import catalogue
 from ..catalogue.diagnosis import Diagnosis, diagnose
 from ..evidence import experiments as ex
+from ..evidence.quantities import dead_start, saturation_start
 from . import checks, report, runner, verdict
 from .arms import ARMS, SEEDS
 from .errors import PartsError
@@ -132,6 +133,9 @@ def _assemble(parts, passive, hyps, runs, flow, faults, notes, lang) -> Investig
                for arm in ex.GAIN_ARMS if arm in ends}
     effects["nonfinite_inputs"] = checks.nonfinite_inputs(parts)
     effects["grads_carried"] = checks.grads_carried(base)
+    effects["lr_decayed"] = ex.lr_decayed(base)
+    effects["dead_units"] = dead_start(base)
+    effects["saturated_units"] = saturation_start(base)
     if flow is not None:
         effects["no_grad_at_step"] = flow.no_grad_at_step
         effects["grad_not_optimized"] = flow.grad_not_optimized
