@@ -15,7 +15,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "failurelab"
 # neighbours or anything above.  The doors (the package's face, the command, the
 # Lightning callback) sit on top and may import anything.
 FLOORS = {"basics": 1, "evidence": 2, "telemetry": 3, "lab": 4, "catalogue": 5, "views": 6,
-          "zoo": 7, "course": 7}
+          "zoo": 7, "course": 7,
+          "investigation": 7}
 DOORS = {"__init__", "__main__", "cli", "lightning"}
 TOP = 8
 TORCH_FREE = {"basics", "evidence"}  # what `import failurelab` reaches must not need torch

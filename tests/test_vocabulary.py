@@ -38,6 +38,8 @@ OTHER_MEANINGS = {
     ("evidence/quantities.py", "PINNED"),  # 1e-4: relative change of a clipped norm
     ("views/plots.py", "NEAR_FLOAT16"),  # 0.1: share of float16's max worth drawing
     ("course/mystery.py", "MIDDLE"),  # 0.1: the share of the run the readout calls its middle
+    ("evidence/experiments.py", "FLOOR"),  # 0.05: the least spread, as a share of the loss scale
+    ("investigation/runner.py", "VALIDATIONS"),  # 10 validation passes per experiment
     ("lab/lr_range.py", "SMOOTHING"),  # 0.05: weight of the newest loss
     ("lab/lr_range.py", "NORMALISED_EDGE_SAFETY"),  # 10: rate divisor for Adam-like
     ("lab/lr_range.py", "START_LR"), ("lab/lr_range.py", "END_LR"),  # the sweep's range

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..basics.recipes import Scale, Set
 from ..evidence.alerts import CARRIED, MIXED_BATCHES, NEVER_EMPTIED, PARALLEL_GRADIENTS
+from ..evidence.experiments import Outcome as O
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
 from ..evidence.thresholds import ACCUMULATING_TURN
@@ -41,6 +42,8 @@ NO_ZERO_GRAD = Fault(
     edit=(Set("zero_grad", False),),
     repair=(Set("zero_grad", True),),
     probe=(Scale("lr", 0.1),),
+    confirm=((O("gain[reference_step]", "better"), O("grads_carried", "present")),),
+    refute=(O("grads_carried", "absent"),),
     signature=Signature((
         PARALLEL_GRADIENTS,  # the live alert reads the same condition
         C("grad_growth", ">=", 1.5, "gradient norm",
@@ -113,6 +116,8 @@ ZERO_GRAD_MISPLACED = Fault(
     edit=(Set("zero_grad_at", "before_step"),),
     repair=(Set("zero_grad_at", "before_backward"),),
     probe=(Set("zero_grad_at", "before_backward"),),
+    confirm=((O("gain[reference_step]", "better"), O("no_grad_at_step", "all")),),
+    refute=(O("gain[reference_step]", "unchanged"),),
     signature=Signature((
         C("grad_zero_steps", ">=", 0.9, "share of steps whose gradient is exactly 0",
           "backward always leaves some parameter a non-zero gradient (the output "
@@ -343,6 +348,7 @@ SUMMED_LOSS = Fault(
     edit=(Set("loss_reduction", "sum"),),
     repair=(Set("loss_reduction", "mean"),),
     probe=(Scale("batch_size", 0.5),),
+    confirm=(O("gain[lr/10]", "better"), O("gain[reference_step]", "better")),
     signature=Signature((
         C("loss_start", ">=", 5, "loss at step 0",
           "a mean cross-entropy of near-neutral predictions is about ln K (1.1 here; "
@@ -518,6 +524,7 @@ ACCUMULATION_NOT_DIVIDED = Fault(
     edit=(Set("accumulate", 16), Set("divide_accumulated", False)),
     repair=(Set("divide_accumulated", True),),
     probe=(Scale("lr", 1 / 16),),
+    confirm=((O("gain[reference_step]", "better"), O("gain[lr/10]", "better")),),
     signature=Signature((
         C("step_loss_weight", ">=", 1.5, "loss weight per optimizer step",
           "a step whose gradient is the mean over its samples weighs them 1 in total, "
@@ -595,6 +602,8 @@ PARAMS_NOT_IN_OPTIMIZER = Fault(
     edit=(Set("optimize", "head"),),
     repair=(Set("optimize", "all"),),
     probe=(Set("freeze_body", True),),
+    confirm=(O("grad_not_optimized", "present"),),
+    refute=(O("grad_not_optimized", "absent"),),
     signature=Signature((
         C("unoptimized_max", ">=", 0.5, "parameters outside the optimizer",
           "a parameter tensor that receives a gradient and sits in no param group never "
