@@ -86,11 +86,12 @@ def make_split() -> None:
     names = sorted(read_truth())
     random.Random(SPLIT_SEED).shuffle(names)
     n_held = round(len(names) * HELD_FRACTION)
+    held = set(names[:n_held])
     with SPLIT.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["case", "part"])
-        for i, name in enumerate(sorted(names, key=names.index)):
-            w.writerow([name, "held" if i < n_held else "dev"])
+        for name in sorted(names):
+            w.writerow([name, "held" if name in held else "dev"])
     print(f"wrote {SPLIT} ({n_held} held, {len(names) - n_held} dev, seed {SPLIT_SEED})")
 
 
