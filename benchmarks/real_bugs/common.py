@@ -74,3 +74,97 @@ def monitored_run(parts: dict, val_loss: Callable | None = None):
                 extra["val_loss"] = validation_loss(model, val_batches, val_loss)
             mon.record(loss, **extra)
     return mon.history
+
+
+# --- Measuring harm: a plain run (no Monitor) and the yardsticks a case judges by ------
+
+HARM_TAIL = 10  # final training loss = mean of the last HARM_TAIL steps (one batch is noisy)
+
+
+def plain_run(parts: dict):
+    """The user's step, `parts["steps"]` times, without any instrument.
+
+    Returns (model, losses); a step that raises or a non-finite loss ends the run, and
+    the losses then end in NaN so that a crashed or diverged run never looks good."""
+    torch.manual_seed(parts.get("seed", 0))
+    model = parts["model"]()
+    made = parts["optimizer"](model)
+    optimizer, scheduler = made if isinstance(made, tuple) else (made, None)
+    losses = []
+    for batch in cycle(parts["batches"], parts["steps"]):
+        try:
+            loss = float(parts["step"](model, optimizer, batch))
+        except Exception:  # noqa: BLE001 - a crashing bug ends the run, as it would
+            losses.append(math.nan)
+            break
+        losses.append(loss)
+        if not math.isfinite(loss):
+            break
+        if scheduler is not None:
+            scheduler.step()
+    return model, losses
+
+
+def final_loss(losses: list[float]) -> float:
+    tail = losses[-HARM_TAIL:]
+    return sum(tail) / len(tail) if tail else math.nan
+
+
+def evaluating(fn):
+    """Decorator: run a yardstick in eval mode without gradients, mode put back."""
+    def wrapped(model, *args, **kwargs):
+        was = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                return fn(model, *args, **kwargs)
+        finally:
+            model.train(was)
+    return wrapped
+
+
+@evaluating
+def accuracy(model, batches, predict: Callable = lambda out: out.argmax(1)) -> float:
+    """Fraction of validation samples whose `predict(model(x))` equals the label."""
+    right = total = 0
+    for x, y in batches:
+        out = _first_tensor(model(x))
+        if not torch.isfinite(out).all():
+            return math.nan
+        pred = predict(out)
+        right += int((pred.reshape(y.shape) == y).sum())
+        total += y.numel()
+    return right / total if total else math.nan
+
+
+@evaluating
+def mean_loss(model, batches, loss_fn: Callable) -> float:
+    """Mean of `loss_fn(model(x), y)` over the batches (a yardstick shared by buggy and
+    fixed runs: it is the CORRECT loss, not necessarily the one the user trained on)."""
+    values = [float(loss_fn(_first_tensor(model(x)), y)) for x, y in batches]
+    return sum(values) / len(values) if values else math.nan
+
+
+# --- Seeded stand-in data ------------------------------------------------------------------
+
+def blobs(seed: int, n: int, d: int, classes: int, noise: float = 1.0):
+    """Labelled clusters: class k is centre k plus Gaussian noise (a tabular stand-in)."""
+    g = generator(seed)
+    centres = torch.randn(classes, d, generator=g)
+    y = torch.randint(classes, (n,), generator=g)
+    return centres[y] + noise * torch.randn(n, d, generator=g), y
+
+
+def pixels(seed: int, n: int, side: int, classes: int, noise: float = 0.35):
+    """MNIST-like images in [0, 1]: a sparse stroke pattern per class plus noise,
+    shape (n, 1, side, side)."""
+    g = generator(seed)
+    strokes = (torch.rand(classes, side * side, generator=g) < 0.2).float()
+    y = torch.randint(classes, (n,), generator=g)
+    x = strokes[y] * 0.8 + noise * torch.randn(n, side * side, generator=g)
+    return x.clamp(0, 1).reshape(n, 1, side, side), y
+
+
+def split(X, y, n_val: int):
+    """(train X, train y, val X, val y): the last n_val samples are held out."""
+    return X[:-n_val], y[:-n_val], X[-n_val:], y[-n_val:]
