@@ -296,3 +296,16 @@ def test_the_docs_quote_the_catalogues_confirm_refute_table():
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "investigate.md").read_text("utf-8")
     assert confirm_table() in doc
+
+
+def test_a_loop_that_is_non_finite_on_its_first_step_is_a_finding_not_bad_input():
+    def nan_step(model, optimizer, batch):
+        x, y = batch
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(x * math.nan), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    report = _investigate(**_parts(step=nan_step))
+    assert report.shape == "nonfinite"

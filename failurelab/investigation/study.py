@@ -90,7 +90,7 @@ def investigate(model=None, optimizer=None, batches=None, step=None, loss=None,
         #                    imports are paid once here, not in every forked worker
         runs, stopped = runner.run_arms(parts, ["baseline", "repeat"], workers, say)
         base = runs.get("baseline")
-        if base is None or base.history.empty or len(base.history) < 2:
+        if not readable(base):
             raise_for_baseline(base, stopped)
         passive = diagnose(base.history, faults, lang)
         hyps = verdict.hypotheses(passive, faults)
@@ -114,6 +114,14 @@ def _try_build(parts) -> None:
     except Exception as exc:  # noqa: BLE001 - the user's factory failed: one line says so
         raise PartsError(f"making the model or its optimizer failed: "
                          f"{type(exc).__name__}: {exc}".splitlines()[0]) from None
+
+
+def readable(base) -> bool:
+    """Can the diagnosis read the baseline: two steps, or one whose loss was already
+    non-finite (a run that blows up on its first step is a finding, not bad input)?"""
+    if base is None or base.history.empty:
+        return False
+    return len(base.history) >= 2 or not math.isfinite(float(base.history["loss"].iloc[0]))
 
 
 def raise_for_baseline(base, stopped: bool) -> None:
