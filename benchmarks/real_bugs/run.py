@@ -2,7 +2,7 @@
 
     python benchmarks/real_bugs/run.py --harm              # buggy vs fixed, seeds 0-2 -> harm.csv
     python benchmarks/real_bugs/run.py                     # passive (and active) diagnosis
-    python benchmarks/real_bugs/run.py --split held --markdown docs/real_bugs_table.md
+    python benchmarks/real_bugs/run.py --split held --markdown TABLE.md
     python benchmarks/real_bugs/run.py --make-split        # once, when the corpus is complete
 
 A case is `cases/<name>.py` (see FORMAT.md).  The ground truth is `truth.csv`, written
