@@ -31,6 +31,7 @@ _LAZY = {
     "Recipe": "basics.recipes", "baseline": "basics.recipes", "diff": "basics.recipes",
     "format_diff": "basics.recipes", "parse_seeds": "basics.recipes",
     "Run": "evidence.runs", "read_history": "evidence.runs", "save_history": "evidence.runs",
+    "read_log": "evidence.logs", "write_scalars": "evidence.logs",
     "Parts": "lab.train", "build": "lab.train", "run": "catalogue.faults",
     "Investigation": "investigation.study", "investigate": "investigation.study",
     "Wild": "zoo.wild", "in_the_wild": "zoo.wild",
@@ -47,7 +48,7 @@ __all__ = [
     "Recipe", "Reveal", "Run", "Wild", "Worksheet", "alerts", "answer_key", "baseline",
     "build", "check", "diagnose", "diff", "experiment", "format_diff", "grade",
     "in_the_wild", "inject", "investigate", "lr_range_test", "mystery", "parse_seeds", "plots",
-    "read_history", "reveal", "run", "save_history",
+    "read_history", "read_log", "reveal", "run", "save_history", "write_scalars",
 ]
 
 
