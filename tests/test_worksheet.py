@@ -687,3 +687,24 @@ def test_tables_print_whole_in_a_terminal(path, monkeypatch):
     assert " ".join(fl.FAULTS["huge_lr"].fix.split()) in words
     table = " ".join(str(ws.table()).split())
     assert note.strip() in table and "watch the update ratio again" in table
+
+
+def test_a_shape_the_fault_can_honestly_show_is_right_in_the_worksheet_too(path):
+    """Issue 29, item 5: one shape rule.  huge_lr's curve can read diverging, plateau or
+    oscillating; a prediction of any of them is right on the worksheet, as in a mystery
+    and in the gradebook, whichever one this seed's telemetry read."""
+    from failurelab.catalogue.fault import accepted_shapes
+
+    run = fl.run("huge_lr", seed=0)
+    observed = fl.diagnose(run).shape
+    other = next(s for s in accepted_shapes(fl.FAULTS["huge_lr"]) if s != observed)
+    ws = Worksheet(path)
+    ws.predict("01-2", shape=other, cause="huge_lr")  # not the shape this seed reads
+    seen = ws.observe("01-2", fl.run("huge_lr", seed=0))
+    assert not seen.unverified and seen.shape == observed != other
+    assert bool(ws.grade().loc["01-2", "shape_correct"])
+    assert gradebook([path]).table().loc["student", "points"] == 2
+    wrong = Worksheet(path.with_name("other.worksheet.json"))
+    wrong.predict("01-2", shape="healthy", cause="huge_lr")
+    wrong.observe("01-2", fl.run("huge_lr", seed=0))
+    assert not bool(wrong.grade().loc["01-2", "shape_correct"])  # healthy is no shape of it

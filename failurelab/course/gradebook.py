@@ -204,7 +204,7 @@ def _truths(students):
                 continue
             fault = entry.truth.fault if entry.truth else keys.fault_of(name) or \
                 row["observed_cause"]
-            yield s, name, fault, grading.expected(entry)["shape"] or (), row
+            yield s, name, fault, grading.expected(entry, name)["shape"] or (), row
 
 
 def fault_statistics(students) -> pd.DataFrame:

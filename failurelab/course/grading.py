@@ -219,7 +219,7 @@ def _match(entry: Entry, lang: str | None = None, name: str = "",
     if not entry.locked:
         return NONE
     parts = [f"{word(what, lang)}\u00a0{'✓' if ok else '✗' if ok is False else '?'}"
-             for what, (guess, ok) in verdicts(entry).items() if guess is not None]
+             for what, (guess, ok) in verdicts(entry, name).items() if guess is not None]
     text = ", ".join(parts) or word(NO_PREDICTION, lang)  # breaks between parts only
     status = grade_row(entry, name, lang, issues)["status"]
     if status in (EDITED, UNVERIFIED) and parts:
@@ -227,23 +227,29 @@ def _match(entry: Entry, lang: str | None = None, name: str = "",
     return text
 
 
-def expected(entry: Entry) -> dict[str, tuple[str, ...] | None]:
+def expected(entry: Entry, name: str = "") -> dict[str, tuple[str, ...] | None]:
     """What each part is graded against: the accepted shapes and the cause.
 
-    A revealed mystery: its fault's documented shape (and other_shapes) and its name.
-    Otherwise: what the telemetry showed (None where nothing was observed)."""
+    A revealed mystery: its fault's accepted shapes (the one shape rule) and its name.
+    Otherwise: what the telemetry showed (None where nothing was observed); an
+    experiment `name` that stands for one catalogue fault also accepts that fault's
+    shapes, the same rule a mystery and the report read."""
     if entry.truth is not None:
         fault = FAULTS.get(entry.truth.fault)
         shapes = accepted_shapes(fault) if fault else ()
         return {"shape": shapes or None, "cause": (entry.truth.fault,)}
     o = entry.observation
-    return {"shape": (o.shape,) if o else None,
+    fault = FAULTS.get(course_keys.fault_of(name) or "") if name else None
+    seen = (o.shape,) if o else ()
+    if o and fault is not None and not o.unverified:
+        seen += tuple(s for s in accepted_shapes(fault) if s != o.shape)
+    return {"shape": seen or None,
             "cause": (o.cause,) if o and o.cause is not None else None}
 
 
-def verdicts(entry: Entry) -> dict[str, tuple[str | None, bool | None]]:
+def verdicts(entry: Entry, name: str = "") -> dict[str, tuple[str | None, bool | None]]:
     """(guess, right?) per part; right? is None when either side is missing."""
-    p, wanted = entry.prediction, expected(entry)
+    p, wanted = entry.prediction, expected(entry, name)
     out = {}
     for part in ("shape", "cause"):
         guess = getattr(p, part) if p else None
@@ -260,7 +266,7 @@ def grade_row(entry: Entry, name: str = "", lang: str | None = None,
               issues: tuple[str, ...] = ()) -> dict:
     """One experiment's grade: each part right, wrong or ungraded, and why.  `issues`:
     what the hash chain found edited in this entry (then it is shown, not scored)."""
-    v, o = verdicts(entry), entry.observation
+    v, o = verdicts(entry, name), entry.observation
     attempted = entry.prediction is not None and not entry.prediction.empty
     unverified = entry.truth is None and o is not None and bool(o.unverified)
     if name.startswith(WORKED_EXAMPLE_PREFIX):
