@@ -1,6 +1,7 @@
 """Publish a benchmark's measurement in the docs, as the benchmark printed it.
 
-Runs the command, shows its output as it comes, and when it exits 0 replaces one named
+Runs the command, shows its output as it comes (stderr, where progress goes, is not
+published), and when it exits 0 replaces one named
 section of a docs page with that output, the command, the run time, the date and the
 commit (marked "+ local changes" when the tree differs from it).  So no validation number
 in `docs/` is typed by hand, and each one says where it came from.
@@ -53,8 +54,8 @@ def replace_section(page: str, name: str, text: str) -> str:
 
 def run(command: list[str]) -> tuple[int, str, float]:
     started, lines = time.perf_counter(), []
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, cwd=ROOT) as proc:
+    # stdout only: progress lines on stderr pass through to the terminal, not the page
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=ROOT) as proc:
         for line in proc.stdout:
             sys.stdout.write(line)
             lines.append(line)
