@@ -312,6 +312,11 @@ def run_diagnosis(names: list[str], with_active: bool, md: str | None, part: str
               f"fixed={r['fixed']} ({r['fixed_healthy'] or '-'}) "
               f"active={r['active']} {r['active_score']}  {r['t_passive']:.1f}s", flush=True)
     print(*totals(rows), sep="\n")
+    if part == "all" and SPLIT.exists():  # both parts of the split, each on its own
+        split = read_split()
+        for side in ("dev", "held"):
+            print(f"\n-- the {side} part --")
+            print(*totals([r for r in rows if split.get(r["case"]) == side]), sep="\n")
     if md:
         command = "python benchmarks/real_bugs/run.py " + " ".join(sys.argv[1:])
         Path(md).write_text(markdown(rows, part, command, time.perf_counter() - t0))

@@ -59,7 +59,7 @@ def parts(fixed: bool | None = None, seed: int = 0) -> dict:
     def step(model, optimizer, batch):
         optimizer.zero_grad()
         loss = 0
-        for x, y_true in zip(*batch):
+        for x, y_true in zip(*batch, strict=True):
             y_pred = model(x)  # (10, 1)
             if fixed:
                 loss += criterion(y_pred[-1:], y_true)  # FIX: the prediction for the target
@@ -71,7 +71,7 @@ def parts(fixed: bool | None = None, seed: int = 0) -> dict:
 
     return dict(model=Net, optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=1e-2),
                 batches=batches, step=step,
-                loss=lambda out, y: criterion(out[-1:], y), val_batches=list(zip(Xv, yv)),
+                loss=lambda out, y: criterion(out[-1:], y), val_batches=list(zip(Xv, yv, strict=True)),
                 steps=STEPS, seed=seed)
 
 

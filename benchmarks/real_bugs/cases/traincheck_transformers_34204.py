@@ -55,7 +55,7 @@ def parts(fixed: bool | None = None, seed: int = 0) -> dict:
     fixed = fixed_from_env() if fixed is None else fixed
     X, y = images(seed, 11000)
     X, y, Xv, yv = X[:10000], y[:10000], X[10000:], y[10000:]
-    samples = list(zip(X, y))
+    samples = list(zip(X, y, strict=True))
     batches = [processor(samples[i:i + BATCH], fixed) for i in range(0, len(samples), BATCH)]
 
     def step(model, optimizer, batch):
