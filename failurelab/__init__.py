@@ -32,6 +32,7 @@ _LAZY = {
     "format_diff": "basics.recipes", "parse_seeds": "basics.recipes",
     "Run": "evidence.runs", "read_history": "evidence.runs", "save_history": "evidence.runs",
     "Parts": "lab.train", "build": "lab.train", "run": "lab.train",
+    "Investigation": "investigation.study", "investigate": "investigation.study",
     "Wild": "zoo.wild", "in_the_wild": "zoo.wild",
     "NotObservedYet": "course.worksheet", "PredictionLocked": "course.worksheet",
     "Worksheet": "course.worksheet",
@@ -39,11 +40,12 @@ _LAZY = {
 _MODULES = ("plots",)  # public names that are modules, not names defined in one
 
 __all__ = [
-    "FAULTS", "Alert", "Diagnosis", "Experiment", "Fault", "Followup", "LRRangeResult",
+    "FAULTS", "Alert", "Diagnosis", "Experiment", "Fault", "Followup", "Investigation",
+    "LRRangeResult",
     "Monitor", "MonitorWarning", "Mystery", "NotObservedYet", "Parts", "PredictionLocked",
     "Recipe", "Reveal", "Run", "Wild", "Worksheet", "alerts", "answer_key", "baseline",
     "build", "check", "diagnose", "diff", "experiment", "format_diff", "grade",
-    "in_the_wild", "inject", "lr_range_test", "mystery", "parse_seeds", "plots",
+    "in_the_wild", "inject", "investigate", "lr_range_test", "mystery", "parse_seeds", "plots",
     "read_history", "reveal", "run", "save_history",
 ]
 

@@ -1,4 +1,5 @@
-"""The `failurelab` command: list, run, verify, diagnose, mystery, report, grade.
+"""The `failurelab` command: list, run, verify, diagnose, mystery, report, grade,
+investigate.
 
 Thin on purpose: it parses, calls the library and prints.  Every expected user error
 (an unknown fault, a missing file, a bad seed range) ends as one line on stderr and
@@ -460,9 +461,74 @@ def _check_plot_format(path: str | None) -> None:
                         f"{suffix or '(none)'!r}; use one of {', '.join(sorted(known))}")
 
 
+# --- investigate ----------------------------------------------------------------------------
+
+def cmd_investigate(args) -> int:
+    """Run the distinguishing experiments on your own loop, defined as parts in a file.
+
+    failurelab investigate my_loop.py:parts      # parts() returns fl.investigate's keywords
+    failurelab investigate my_loop.py:parts --html investigation.html --steps 100
+    """
+    from .investigation import PartsError, investigate
+
+    _check_writable(args.html)
+    parts = _load_parts(args.target)
+    if args.steps is not None:
+        parts["steps"] = args.steps
+    try:
+        found = investigate(**parts, workers=args.workers, lang=args.lang)
+    except (PartsError, TypeError) as err:
+        raise UserError(_one_line(err)) from None
+    print(found.text(args.lang))
+    if args.html:
+        found.to_html(args.html)
+        print(SAYS["wrote"].say(args.lang, path=args.html))
+    return 0
+
+
+def _load_parts(target: str) -> dict:
+    """FILE.py:FUNCTION -> the dict of keyword arguments FUNCTION() returns."""
+    import importlib.util
+
+    path, sep, function = target.rpartition(":")
+    if not sep or not path.endswith(".py") or not function.isidentifier():
+        raise UserError(f"expected FILE.py:FUNCTION, got {target!r}")
+    if not Path(path).is_file():
+        raise UserError(f"no such file: {path}")
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(Path(path).resolve().parent))  # its own imports, as when run
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:  # noqa: BLE001 - the user's file failed: one line says where
+        raise UserError(f"{path} failed to import: {type(err).__name__}: {err}") from None
+    finally:
+        sys.path.pop(0)
+    make = getattr(module, function, None)
+    if not callable(make):
+        raise UserError(f"{path} defines no function {function!r}")
+    try:
+        parts = make()
+    except Exception as err:  # noqa: BLE001
+        raise UserError(f"{function}() failed: {type(err).__name__}: {err}") from None
+    if not isinstance(parts, dict):
+        raise UserError(f"{function}() must return a dict of fl.investigate's keyword "
+                        f"arguments, got {type(parts).__name__}")
+    return parts
+
+
+def _investigate_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", metavar="FILE.py:FUNCTION",
+                   help="a function returning fl.investigate's keyword arguments")
+    p.add_argument("--steps", type=_steps, help="steps per run (default: the parts' own)")
+    p.add_argument("--workers", type=_workers, help="worker processes (default: up to 4)")
+    p.add_argument("--html", metavar="FILE", help="also write the report with its plots here")
+
+
 # The handlers' docstrings are their help: a one-line description, then examples.
 COMMANDS = {"list": cmd_list, "run": cmd_run, "verify": cmd_verify, "diagnose": cmd_diagnose,
-            "mystery": cmd_mystery, "report": cmd_report, "grade": cmd_grade}
+            "mystery": cmd_mystery, "report": cmd_report, "grade": cmd_grade,
+            "investigate": cmd_investigate}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -503,6 +569,7 @@ def _add_options(p: dict[str, argparse.ArgumentParser]) -> None:
         p[name].add_argument("--workers", type=_workers,
                              help="worker processes (default: one per core)")
     p["diagnose"].add_argument("history", metavar="HISTORY.csv")
+    _investigate_options(p["investigate"])
     p["mystery"].add_argument("--seed", type=_seed,
                               help="which mystery (default: a random one, printed)")
     p["mystery"].add_argument("--reveal", action="store_true",

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "failurelab"
 # neighbours or anything above.  The doors (the package's face, the command, the
 # Lightning callback) sit on top and may import anything.
 FLOORS = {"basics": 1, "evidence": 2, "telemetry": 3, "catalogue": 3, "views": 4, "lab": 5,
-          "zoo": 6, "course": 6}
+          "investigation": 5, "zoo": 6, "course": 6}
 DOORS = {"__init__", "__main__", "cli", "lightning"}
 TOP = 7
 TORCH_FREE = {"basics", "evidence"}  # what `import failurelab` reaches must not need torch

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..basics.recipes import Scale, Set
+from ..evidence.experiments import Outcome as O
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
 from .conditions import ALL_CONNECTED, FINITE, INPUTS_SCALED, INPUTS_SMALL, STEPS_SANE, STUCK
@@ -42,6 +43,7 @@ SATURATED_SIGMOID = Fault(
     edit=(Set("sigmoid_gain", 30.0),),
     repair=(Set("sigmoid_gain", 1.0),),
     probe=(Set("sigmoid_gain", 1.0),),
+    confirm=(O("gain[reinit_defaults]", "better"),),
     signature=Signature((
         C("saturation_median", True, 0.3, "median saturated share",
           "a third of the sigmoid/tanh outputs pass < 1% of the gradient back; healthy "
@@ -115,6 +117,8 @@ DEAD_RELU = Fault(
     edit=(Set("relu_bias", -10.0),),
     repair=(Set("relu_bias", 0.0),),
     probe=(Scale("lr", 10),),
+    confirm=(O("gain[reinit_defaults]", "better"),),
+    refute=(O("gain[lr*10]", "better"),),
     signature=Signature((
         C("dead_start", True, 0.9, "dead ReLU share at step 0",
           "nine in ten units off for a whole batch at initialisation; a healthy layer "
@@ -167,6 +171,7 @@ BAD_INIT = Fault(
     edit=(Set("init_scale", 10.0),),
     repair=(Set("init_scale", 1.0),),
     probe=(Scale("lr", 0.1),),
+    confirm=(O("gain[reinit_defaults]", "better"),),
     # oversized weights make oversized pre-activations (saturated sigmoids), oversized
     # gradients (huge first steps) and, in a deep net, steps that feed back until the
     # loss overflows: their evidence is its consequence, measured later than its own
@@ -226,6 +231,7 @@ INIT_TOO_SMALL = Fault(
     edit=(Set("init_scale", 0.1),),
     repair=(Set("init_scale", 1.0),),
     probe=(Scale("lr", 10),),
+    confirm=(O("gain[reinit_defaults]", "better"),),
     instrument="gradients",
     signature=Signature((
         C("first_layer_grad_share_start", False, 0.06,

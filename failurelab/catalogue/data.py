@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..basics.recipes import Scale, Set
+from ..evidence.experiments import Outcome as O
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
 from .conditions import (
@@ -61,6 +62,8 @@ SHUFFLED_LABELS = Fault(
     edit=(Set("labels", "shuffled"),),
     repair=(Set("labels", "aligned"),),
     probe=(Set("n_train", 64),),
+    confirm=((O("gain[overfit_batch]", "better"), O("gain[labels_permuted]", "not_worse")),),
+    refute=(O("gain[labels_permuted]", "worse"),),
     signature=Signature((replace(STUCK, role="mechanism"), *_LEARNING_WORKS),
                         "the optimizer moves and gradients flow, yet nothing is "
                         "learned: check that labels belong to their samples",
@@ -160,6 +163,8 @@ NO_INPUT_NORM = Fault(
     edit=(Set("normalize_inputs", False),),
     repair=(Set("normalize_inputs", True),),
     probe=(Set("normalize_inputs", True),),
+    confirm=(O("gain[inputs_standardised]", "better"),),
+    refute=(O("gain[inputs_standardised]", "worse"),),
     signature=Signature((
         C("input_scale_spread", True, 100, "input std spread",
           "per-feature spreads 100x apart leave the small-scale features invisible "
@@ -230,6 +235,8 @@ NAN_IN_DATA = Fault(
     edit=(Set("nan_rows", 5),),
     repair=(Set("impute_missing", True),),
     probe=(Set("impute_missing", True),),
+    confirm=(O("nonfinite_inputs", "present"),),
+    refute=(O("nonfinite_inputs", "absent"),),
     signature=Signature((
         C("input_nonfinite_total", True, 0.5, "non-finite input values",
           "one NaN input is enough to make its batch's loss NaN; clean data have 0",

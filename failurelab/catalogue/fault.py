@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..basics.recipes import Edit, Recipe, Scale, Set, apply
 from ..basics.text import Text, language
+from ..evidence.experiments import Outcome
 from ..evidence.shapes import SHAPES
 from ..evidence.signatures import Evidence, Signature
 
@@ -70,6 +71,11 @@ class Fault:
     explains: tuple[str, ...] = ()  # faults whose evidence this one's mechanism produces
     #   (a summed loss makes every step too large): when both fire, this one ranks first
     zh: Chinese | None = None  # the teaching texts in Chinese
+    # The experiments on a user's own loop (`fl.investigate`) that decide it: each route
+    # of `confirm` is an Outcome, or a tuple of Outcomes that must all hold; any outcome
+    # of `refute` rules it out.  Empty: no experiment of `investigate` can test it.
+    confirm: tuple = ()
+    refute: tuple[Outcome, ...] = ()
 
     def text(self, part: str, lang: str | None = None) -> str:
         """One of the teaching texts (see TEXTS) in `lang`; English where no Chinese
@@ -110,6 +116,11 @@ class Fault:
         fired = [e for e in routes if e.fired]
         return max(fired, key=lambda e: e.score) if fired else routes[0]
 
+    @property
+    def confirm_routes(self) -> tuple[tuple[Outcome, ...], ...]:
+        """Each route of `confirm` as a tuple of the outcomes that must all hold."""
+        return tuple(r if isinstance(r, tuple) else (r,) for r in self.confirm)
+
     def __post_init__(self):
         if self.family not in FAMILIES:
             raise ValueError(f"{self.name}: family must be one of {FAMILIES}")
@@ -120,3 +131,6 @@ class Fault:
         for role in ("edit", "repair", "probe"):
             if not all(isinstance(c, (Set, Scale)) for c in getattr(self, role)):
                 raise TypeError(f"{self.name}: {role} must be a tuple of Set/Scale changes")
+        outcomes = [o for route in self.confirm_routes for o in route] + list(self.refute)
+        if not all(isinstance(o, Outcome) for o in outcomes):
+            raise TypeError(f"{self.name}: confirm/refute must hold experiments.Outcome values")

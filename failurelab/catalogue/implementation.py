@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..basics.recipes import Scale, Set
+from ..evidence.experiments import Outcome as O
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
 from .conditions import ALL_OPTIMIZED, GRADIENTS_FLOW, LEARNS, POSITIVE_LOSS, TOKENS, UNHEALTHY
@@ -39,6 +40,8 @@ NO_ZERO_GRAD = Fault(
     edit=(Set("zero_grad", False),),
     repair=(Set("zero_grad", True),),
     probe=(Scale("lr", 0.1),),
+    confirm=((O("gain[reference_step]", "better"), O("grads_carried", "present")),),
+    refute=(O("grads_carried", "absent"),),
     signature=Signature((
         C("grad_turn_end", False, 0.05, "gradient turn (1 - cosine)",
           "a running sum of t gradients changes by one term in t, so consecutive "
@@ -138,6 +141,8 @@ ZERO_GRAD_MISPLACED = Fault(
     edit=(Set("zero_grad_at", "before_step"),),
     repair=(Set("zero_grad_at", "before_backward"),),
     probe=(Set("zero_grad_at", "before_backward"),),
+    confirm=((O("gain[reference_step]", "better"), O("no_grad_at_step", "all")),),
+    refute=(O("gain[reference_step]", "unchanged"),),
     signature=Signature((
         C("grad_zero_steps", True, 0.9, "share of steps whose gradient is exactly 0",
           "backward always leaves some parameter a non-zero gradient (the output "
@@ -368,6 +373,7 @@ SUMMED_LOSS = Fault(
     edit=(Set("loss_reduction", "sum"),),
     repair=(Set("loss_reduction", "mean"),),
     probe=(Scale("batch_size", 0.5),),
+    confirm=(O("gain[lr/10]", "better"), O("gain[reference_step]", "better")),
     signature=Signature((
         C("loss_start", True, 5, "loss at step 0",
           "a mean cross-entropy of near-neutral predictions is about ln K (1.1 here; "
@@ -543,6 +549,7 @@ ACCUMULATION_NOT_DIVIDED = Fault(
     edit=(Set("accumulate", 16), Set("divide_accumulated", False)),
     repair=(Set("divide_accumulated", True),),
     probe=(Scale("lr", 1 / 16),),
+    confirm=((O("gain[reference_step]", "better"), O("gain[lr/10]", "better")),),
     signature=Signature((
         C("step_loss_weight", True, 1.5, "loss weight per optimizer step",
           "a step whose gradient is the mean over its samples weighs them 1 in total, "
@@ -620,6 +627,8 @@ PARAMS_NOT_IN_OPTIMIZER = Fault(
     edit=(Set("optimize", "head"),),
     repair=(Set("optimize", "all"),),
     probe=(Set("freeze_body", True),),
+    confirm=(O("grad_not_optimized", "present"),),
+    refute=(O("grad_not_optimized", "absent"),),
     signature=Signature((
         C("unoptimized_max", True, 0.5, "parameters outside the optimizer",
           "a parameter tensor that receives a gradient and sits in no param group never "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..basics.recipes import Scale, Set
+from ..evidence.experiments import Outcome as O
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
 from .conditions import (
@@ -54,6 +55,7 @@ FP16_NO_SCALING = Fault(
     edit=(Set("dtype", "float16"),),
     repair=(Set("loss_scaling", True),),
     probe=(Set("dtype", "bfloat16"),),
+    confirm=(O("gain[float32]", "better"),),
     signature=Signature((
         FLOAT16,
         C("output_grad_zero_median", True, 0.1, "median zero share of the logit "
@@ -144,6 +146,7 @@ FP16_OVERFLOW = Fault(
     edit=(Set("dtype", "float16"), Set("normalize_inputs", False),),
     repair=(Set("normalize_inputs", True), Set("loss_scaling", True),),
     probe=(Set("dtype", "bfloat16"),),
+    confirm=(O("gain[float32]", "better"),),
     # inputs beyond float16's range are unstandardised by definition; what made the
     # NaN is the float16 cast, so this ranks ahead of no_input_norm
     explains=("no_input_norm",),
@@ -218,6 +221,7 @@ CLIP_BEFORE_UNSCALE = Fault(
           Set("unscale_before_clip", False)),
     repair=(Set("unscale_before_clip", True),),
     probe=(Scale("grad_clip", 65536),),
+    confirm=(O("gain[float32]", "better"),),
     signature=Signature((
         C("clipped_grad_norm", False, 1e-3, "gradient norm every step was clipped to",
           "every step's gradient reached the optimizer at one and the same norm, as a "
@@ -321,6 +325,7 @@ LOG_SOFTMAX_BY_HAND = Fault(
        latent=True),),
     repair=(Set("log_softmax", "fused"), Set("loss_scaling", True)),
     probe=(Set("dtype", "bfloat16"),),
+    confirm=(O("gain[float32]", "better"),),
     signature=Signature((
         C("nonfinite_from_backward", True, 0.5, "first non-finite values in the gradient "
           "of a finite loss", "the run's first NaN/Inf values were gradients while that "

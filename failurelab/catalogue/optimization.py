@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..basics.recipes import Scale, Set
+from ..evidence.experiments import Outcome as O
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
 from .conditions import (
@@ -65,6 +66,8 @@ HUGE_LR = Fault(
                    "题不会对学习率有反应。",
         fix="把学习率调小约 30 倍，例如用 LR 范围测试 (LR range test) 建议的值。"),
     edit=(Scale("lr", 30),), repair=(Scale("lr", 1 / 30),), probe=(Scale("lr", 0.1),),
+    confirm=(O("gain[lr/10]", "better"),),
+    refute=(O("gain[lr/10]", "worse"),),
     # The loss jumps above its start, then flattens near ln 3 once the ReLUs have died:
     # the shape rules call a curve that peaked >= 1.3x its start and ended above it
     # "diverging"; a seed whose jump stays near 1.3x is borderline "plateau", and some
@@ -122,6 +125,8 @@ LR_TOO_SMALL = Fault(
                    "卡住”的原因不会对学习率有反应。",
         fix="提高学习率，例如用 LR 范围测试建议的值。"),
     edit=(Scale("lr", 1e-3),), repair=(Scale("lr", 1e3),), probe=(Scale("lr", 100),),
+    confirm=((O("gain[lr*10]", "better"), O("no_grad_at_step", "absent")),
+             (O("gain[lr*100]", "better"), O("no_grad_at_step", "absent"))),
     signature=Signature((
         TINY_STEPS,
         GRADIENTS_FLOW,
@@ -326,6 +331,8 @@ EXPLODING_GRADIENTS = Fault(
     instrument="gradients",
     repair=(Set("residual_scale", 0.125),),  # 1 / sqrt(2 x depth) at depth 32
     probe=(Set("grad_clip", 10.0),),
+    confirm=(O("gain[lr/10]", "better"),),
+    refute=(O("gain[lr/10]", "worse"),),
     signature=Signature((
         C("nonfinite_losses", True, 0.5, "non-finite losses",
           "the loss overflowed: clean training never produces one", log=False,
@@ -396,6 +403,8 @@ LR_DECAYED_TOO_EARLY = Fault(
     edit=(Set("lr_decay_every", 30),),
     repair=(Set("lr_decay_every", 930),),  # 30 epochs of 31 batches
     probe=(Scale("steps", 3),),
+    confirm=((O("gain[lr*10]", "better"), O("no_grad_at_step", "absent")),
+             (O("gain[lr*100]", "better"), O("no_grad_at_step", "absent"))),
     instrument="update_ratio",
     # a rate decayed by orders of magnitude leaves the rest of the run with tiny steps,
     # lr_too_small's evidence; where the steps were normal at first, the decay caused it

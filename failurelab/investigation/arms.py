@@ -1,0 +1,190 @@
+"""Experiments as pure transformations of `Parts`, each changing exactly one factor.
+
+An arm takes the baseline's parts and returns new parts that differ in one factor
+only: the seed, the batches, the learning rate, the inputs, the targets, the
+precision, the initialisation, or the step.  Everything else (the other parts, the
+seed that draws the initial weights, the order of the batches) is the baseline's, so
+a difference in the outcome is that factor's doing.  `None`: the arm does not apply to
+these parts (no separate loss for a reference step, no low precision to undo...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import torch
+
+from ..basics.text import Text
+from .parts import Parts
+
+PERMUTE_SEED = 1234  # the fixed generator that permutes the labels
+RESEED = (1, 2)  # the reseeded arms' offsets from the baseline's seed
+LR_KEYS = ("lr", "initial_lr", "max_lr", "min_lr")  # a param group's rates (OneCycleLR's too)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One experiment: its name, what it changes (one line), and the change."""
+
+    name: str
+    changes: Text
+    apply: Callable[[Parts], Parts | None]
+
+
+def baseline(parts: Parts) -> Parts:
+    return parts
+
+
+def repeat(parts: Parts) -> Parts:
+    """The same parts again: a reproducible loop gives a bitwise-identical history."""
+    return parts
+
+
+def reseed(offset: int) -> Callable[[Parts], Parts]:
+    def arm(parts: Parts) -> Parts:
+        return replace(parts, seed=parts.seed + offset)
+    return arm
+
+
+def overfit_batch(parts: Parts) -> Parts:
+    """The first batch at every step."""
+    return replace(parts, batches=(parts.batches[0],) * parts.steps)
+
+
+def lr_scaled(factor: float) -> Callable[[Parts], Parts]:
+    """Every param group's rate times `factor`, and the scheduler's base rates with
+    them, so a schedule keeps its shape at the new scale."""
+    def arm(parts: Parts) -> Parts:
+        make = parts.make_optimizer
+
+        def scaled(model):
+            optimizer, scheduler = make(model)
+            for group in optimizer.param_groups:
+                for key in LR_KEYS:
+                    if isinstance(group.get(key), (int, float)):
+                        group[key] = group[key] * factor
+            if scheduler is not None and hasattr(scheduler, "base_lrs"):
+                scheduler.base_lrs = [lr * factor for lr in scheduler.base_lrs]
+            return optimizer, scheduler
+        return replace(parts, make_optimizer=scaled)
+    return arm
+
+
+def labels_permuted(parts: Parts) -> Parts | None:
+    """The targets of the distinct training batches permuted across samples (a fixed
+    generator), the inputs untouched: what the model can learn without the labels."""
+    if parts.with_targets is None:
+        return None
+    distinct = _distinct(parts.batches)
+    ys = [parts.targets(b) for b in distinct]
+    if not all(isinstance(y, torch.Tensor) and y.dim() >= 1 for y in ys):
+        return None
+    joined = torch.cat(ys)
+    g = torch.Generator().manual_seed(PERMUTE_SEED)
+    shuffled = joined[torch.randperm(len(joined), generator=g)]
+    pieces = shuffled.split([len(y) for y in ys])
+    new = {id(b): parts.with_targets(b, p) for b, p in zip(distinct, pieces, strict=True)}
+    return replace(parts, batches=tuple(new[id(b)] for b in parts.batches))
+
+
+def inputs_standardised(parts: Parts) -> Parts | None:
+    """Inputs shifted and scaled per feature by the training batches' mean and std
+    (float inputs only)."""
+    if parts.with_inputs is None:
+        return None
+    distinct = _distinct(parts.batches)
+    xs = [parts.inputs(b) for b in distinct]
+    if not all(isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 2
+               for x in xs):
+        return None
+    joined = torch.cat([x.double() for x in xs])
+    finite = torch.where(torch.isfinite(joined), joined, torch.nan)
+    mean = finite.nanmean(0)
+    std = (finite - mean).pow(2).nanmean(0).sqrt()
+    std = torch.where(std > 0, std, torch.ones_like(std))
+    mean, std = torch.nan_to_num(mean), torch.nan_to_num(std, nan=1.0)
+
+    def scaled(x):
+        return ((x.double() - mean) / std).to(x.dtype)
+    new = {id(b): parts.with_inputs(b, scaled(x)) for b, x in zip(distinct, xs, strict=True)}
+    return replace(parts, batches=tuple(new[id(b)] for b in parts.batches))
+
+
+def float32(parts: Parts) -> Parts:
+    """The model in float32 and every autocast in the step disabled."""
+    make = parts.make_model
+
+    def made():
+        return make().float()
+    return replace(parts, make_model=made, autocast=False)
+
+
+def reinit_defaults(parts: Parts) -> Parts:
+    """The user's model, then every module's own `reset_parameters()`: PyTorch's
+    default initialisation in place of the user's."""
+    make = parts.make_model
+
+    def made():
+        model = make()
+        with torch.no_grad():
+            for module in model.modules():
+                if callable(getattr(module, "reset_parameters", None)):
+                    module.reset_parameters()
+        return model
+    return replace(parts, make_model=made)
+
+
+def reference_step(parts: Parts) -> Parts | None:
+    """The textbook step in place of the user's: zero_grad, forward, the user's loss,
+    backward, step."""
+    if parts.loss is None:
+        return None
+    loss_fn, inputs, targets = parts.loss, parts.inputs, parts.targets
+
+    def step(model, optimizer, batch):
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs(batch)), targets(batch))
+        loss.backward()
+        optimizer.step()
+        return loss
+    return replace(parts, step=step)
+
+
+def _distinct(batches: tuple) -> list:
+    """Each batch object once, in order of first use."""
+    seen: dict[int, object] = {}
+    for b in batches:
+        seen.setdefault(id(b), b)
+    return list(seen.values())
+
+
+ARMS = {arm.name: arm for arm in (
+    Arm("baseline", Text("nothing: your loop as it is", "不做任何改动：你的循环原样运行"), baseline),
+    Arm("repeat", Text("nothing, run again with the same seed",
+                       "不做改动，用同一个种子再运行一次"), repeat),
+    *(Arm(f"reseed+{k}", Text(f"the seed (+{k}): another initialisation",
+                              f"随机种子 (+{k})：另一种初始化"), reseed(k)) for k in RESEED),
+    Arm("overfit_batch", Text("the batches: the first batch at every step",
+                              "批次：每一步都用第一个批次"), overfit_batch),
+    Arm("lr/10", Text("the learning rate: divided by 10 (every param group, scheduler too)",
+                      "学习率：除以 10（所有参数组，调度器同样）"), lr_scaled(0.1)),
+    Arm("lr*10", Text("the learning rate: multiplied by 10 (every param group, scheduler too)",
+                      "学习率：乘以 10（所有参数组，调度器同样）"), lr_scaled(10.0)),
+    Arm("lr*100", Text("the learning rate: multiplied by 100 (every param group, scheduler too)",
+                       "学习率：乘以 100（所有参数组，调度器同样）"), lr_scaled(100.0)),
+    Arm("labels_permuted", Text("the labels: permuted across the training samples",
+                                "标签：在训练样本之间随机置换"), labels_permuted),
+    Arm("inputs_standardised", Text("the inputs: standardised per feature with the training "
+                                    "batches' mean and std",
+                                    "输入：按训练批次的均值和标准差逐特征标准化"),
+        inputs_standardised),
+    Arm("float32", Text("the precision: float32 model, autocast disabled",
+                        "精度：模型用 float32，关闭 autocast"), float32),
+    Arm("reinit_defaults", Text("the initialisation: PyTorch's defaults (reset_parameters)",
+                                "初始化：PyTorch 的默认初始化 (reset_parameters)"),
+        reinit_defaults),
+    Arm("reference_step", Text("the step: zero_grad, forward, your loss, backward, step",
+                               "训练步：zero_grad、前向、你的损失、反向、step"), reference_step),
+)}
+SEEDS = ("baseline", "reseed+1", "reseed+2")  # the arms that measure the run-to-run spread

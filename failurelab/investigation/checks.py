@@ -1,0 +1,96 @@
+"""Checks of the parts themselves, no training: the data the batches hold, and where
+one step of the user's loop sends the gradients.
+
+`gradient_flow` runs the user's step once, on the first batch, on a fresh model, and
+looks at every trainable parameter as `optimizer.step()` is about to use it: does it
+hold a gradient, does the optimizer hold it, did the step change it.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+
+from .parts import Parts, build
+
+
+@dataclass
+class Flow:
+    """One step's gradient flow.  Shares are of the trainable parameters (NaN: the
+    user's step never called `optimizer.step()`, or it failed)."""
+
+    no_grad_at_step: float = math.nan
+    grad_not_optimized: float = math.nan
+    unchanged: float = math.nan
+    trainable: int = 0
+    without_grad: list[str] = field(default_factory=list)
+    not_optimized: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+def nonfinite_inputs(parts: Parts) -> float:
+    """Share of the distinct training batches whose inputs hold a NaN or Inf."""
+    seen, bad = set(), 0
+    for batch in parts.batches:
+        if id(batch) in seen:
+            continue
+        seen.add(id(batch))
+        try:
+            x = parts.inputs(batch)
+        except Exception:  # noqa: BLE001 - no inputs to check
+            return math.nan
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            bad += int(not bool(torch.isfinite(x).all()))
+    return bad / len(seen) if seen else math.nan
+
+
+def grads_carried(history: pd.DataFrame) -> float:
+    """Share of the baseline's steps whose gradient was never emptied since the step
+    before (the Monitor's `grad_carried`)."""
+    if "grad_carried" not in history or history["grad_carried"].notna().sum() == 0:
+        return math.nan
+    return float(history["grad_carried"].dropna().mean())
+
+
+def gradient_flow(parts: Parts) -> Flow:
+    flow = Flow()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _one_step(parts, flow)
+    except Exception as exc:  # noqa: BLE001 - the user's step failed: said, not raised
+        flow.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return flow
+
+
+def _one_step(parts: Parts, flow: Flow) -> None:
+    model, optimizer, _ = build(parts)
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if not named:
+        return
+    held = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    before = {n: p.detach().clone() for n, p in named}
+    seen: dict[str, bool] = {}
+
+    def look(opt, args, kwargs):
+        if not seen:  # the first step only
+            for n, p in named:
+                seen[n] = p.grad is not None and bool(p.grad.detach().abs().sum() > 0)
+    handle = optimizer.register_step_pre_hook(look)
+    try:
+        parts.step(model, optimizer, parts.batches[0])
+    finally:
+        handle.remove()
+    if not seen:
+        flow.error = "the step never called optimizer.step()"
+        return
+    flow.trainable = len(named)
+    flow.without_grad = [n for n, _ in named if not seen[n]]
+    flow.not_optimized = [n for n, p in named if seen[n] and id(p) not in held]
+    flow.no_grad_at_step = len(flow.without_grad) / len(named)
+    flow.grad_not_optimized = len(flow.not_optimized) / len(named)
+    flow.unchanged = sum(bool(torch.equal(before[n], p.detach())) for n, p in named) / len(named)

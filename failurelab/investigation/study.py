@@ -1,0 +1,172 @@
+"""`investigate`: the passive reading proposes, single-factor experiments decide.
+
+1. The baseline and the same seed again (reproducibility), in parallel.
+2. `fl.diagnose` on the baseline: a healthy curve with no cause fired ends here.
+3. The hypotheses (passive causes, then the shape's usual suspects) name the arms to
+   run; they run with two reseeded baselines, whose spread every effect is read
+   against, and the checks of the parts (data, gradient flow).
+4. Each hypothesis is confirmed, refuted or left open by its declared outcomes.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+
+from .. import catalogue
+from ..catalogue.diagnosis import Diagnosis, diagnose
+from ..evidence import experiments as ex
+from . import checks, report, runner, verdict
+from .arms import ARMS, SEEDS
+from .errors import PartsError
+from .parts import build, make_parts
+
+
+@dataclass
+class Investigation:
+    """What the experiments showed.  Like a `Diagnosis`: `.shape`, `.top` (a fault name
+    or None), `.confidence`; plus `.experiments` (one row per arm), `.histories`
+    (arm -> history), `.diagnosis` (the passive reading of the baseline)."""
+
+    diagnosis: Diagnosis
+    top: str | None
+    confidence: str
+    experiments: pd.DataFrame
+    histories: dict[str, pd.DataFrame]
+    judgements: list = field(default_factory=list)
+    effects: dict[str, float] = field(default_factory=dict)
+    spread: float = math.nan
+    log_scale: bool = True  # effects compare final losses as logarithms
+    reproducible: bool | None = None
+    flow: checks.Flow | None = None
+    tested: bool = True  # False: `top` comes from the passive reading alone
+    notes: list[str] = field(default_factory=list)  # sequential runs, interruption, errors
+    lang: str = "en"
+
+    @property
+    def shape(self) -> str:
+        return self.diagnosis.shape
+
+    @property
+    def healthy(self) -> bool:
+        return self.top is None and self.confidence != "low"
+
+    def text(self, lang: str | None = None) -> str:
+        return report.text(self, lang or self.lang)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def to_html(self, path) -> None:
+        report.to_html(self, path, self.lang)
+
+
+def investigate(model=None, optimizer=None, batches=None, step=None, loss=None,
+                val_batches=None, inputs=None, targets=None, steps=200, seed=0, *,
+                datamodule=None, workers: int | None = None, progress: bool = True,
+                lang: str | None = None, faults: dict | None = None) -> Investigation:
+    """Investigate your own training loop (see docs/investigate.md).
+
+    `model`: () -> nn.Module (or a LightningModule); `optimizer`: (model) -> Optimizer
+    or (Optimizer, scheduler); `batches`: re-iterable of batches; `step`: (model,
+    optimizer, batch) -> loss, your step as written; `loss`: (output, target) -> loss
+    (enables the reference-step experiment); `steps`: steps per run; `workers`:
+    processes (default: up to 4 cores); `progress`: one line per arm on stderr."""
+    faults = catalogue.FAULTS if faults is None else faults
+    parts = make_parts(model, optimizer, batches, step, loss, val_batches, inputs, targets,
+                       steps, seed, datamodule)
+    workers = runner.default_workers() if workers is None else max(1, int(workers))
+    notes: list[str] = []
+    if workers > 1 and not runner.parallel_possible():
+        notes.append("arms ran one after another (this platform cannot fork workers)")
+    say = _progress(progress, lang)
+    with torch.random.fork_rng():
+        _try_build(parts)  # a clean error for parts that do not work; torch's lazy
+        #                    imports are paid once here, not in every forked worker
+        runs, stopped = runner.run_arms(parts, ["baseline", "repeat"], workers, say)
+        base = runs.get("baseline")
+        if base is None or base.history.empty or len(base.history) < 2:
+            raise_for_baseline(base, stopped)
+        passive = diagnose(base.history, faults, lang)
+        hyps = verdict.hypotheses(passive, faults)
+        wanted = verdict.arms_needed(hyps, faults) if hyps else []
+        more = [a for a in wanted if a not in runs
+                and (a != "float32" or base.low_precision)]  # float32 undoes low precision only
+        if more and not stopped:
+            extra, stopped = runner.run_arms(parts, more, workers, say)
+            runs.update(extra)
+        flow = checks.gradient_flow(parts) if not stopped else None
+    if stopped:
+        notes.append("stopped by Ctrl-C: the arms not run are missing")
+    return _assemble(parts, passive, hyps, runs, flow, faults, notes, lang)
+
+
+def _try_build(parts) -> None:
+    try:
+        build(parts)
+    except PartsError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's factory failed: one line says so
+        raise PartsError(f"making the model or its optimizer failed: "
+                         f"{type(exc).__name__}: {exc}".splitlines()[0]) from None
+
+
+def raise_for_baseline(base, stopped: bool) -> None:
+    if stopped:
+        raise KeyboardInterrupt
+    why = base.error if base is not None and base.error else "it recorded fewer than 2 steps"
+    raise PartsError(f"your baseline run could not be read: {why}")
+
+
+def _assemble(parts, passive, hyps, runs, flow, faults, notes, lang) -> Investigation:
+    base = runs["baseline"].history
+    scale = ex.loss_scale(base)
+    ends = {name: ex.final_loss(r.history) for name, r in runs.items() if not r.skipped}
+    log = ex.on_log_scale(list(ends.values()))
+    spread = ex.spread([ends[s] for s in SEEDS if s in ends], scale, ends["baseline"], log)
+    effects = {f"gain[{arm}]": ex.gain(ends["baseline"], ends[arm], spread, log)
+               for arm in ex.GAIN_ARMS if arm in ends}
+    effects["nonfinite_inputs"] = checks.nonfinite_inputs(parts)
+    effects["grads_carried"] = checks.grads_carried(base)
+    if flow is not None:
+        effects["no_grad_at_step"] = flow.no_grad_at_step
+        effects["grad_not_optimized"] = flow.grad_not_optimized
+    reproducible = _bitwise(runs.get("repeat"), runs["baseline"])
+    judgements = [verdict.judge(h, faults[h.fault], effects) for h in hyps]
+    top, confidence, deciding = verdict.decide(judgements, passive, bool(reproducible))
+    if passive.shape == "healthy" and top is None and not any(
+            j.status == "confirmed" for j in judgements):
+        confidence = "high" if reproducible else "medium"
+    if top is None and confidence == "high" and flow is not None and flow.without_grad:
+        confidence = "medium"  # healthy-looking, but part of the model never learns
+    for name, r in runs.items():
+        if r.error:
+            notes.append(f"{name}: ended by {r.error}")
+    table = report.table(runs, ends, effects, spread, judgements, lang)
+    return Investigation(passive, top, confidence, table,
+                         {n: r.history for n, r in runs.items() if not r.skipped},
+                         judgements, effects, spread, log, reproducible, flow,
+                         tested=deciding is None or deciding.status == "confirmed",
+                         notes=notes, lang=report.language(lang))
+
+
+def _bitwise(repeat, baseline) -> bool | None:
+    """Did the same seed give the same losses, bit for bit?"""
+    if repeat is None or repeat.history.empty:
+        return None
+    a, b = repeat.history["loss"].to_numpy(), baseline.history["loss"].to_numpy()
+    return len(a) == len(b) and bool(((a == b) | ((a != a) & (b != b))).all())
+
+
+def _progress(enabled: bool, lang):
+    def say(run) -> None:
+        if enabled:
+            print(report.progress_line(run, lang), file=sys.stderr, flush=True)
+    return say
+
+
+__all__ = ["ARMS", "Investigation", "investigate"]

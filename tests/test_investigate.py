@@ -1,0 +1,289 @@
+"""`fl.investigate`: every arm changes one factor, the same seed is bitwise the same,
+and on tiny loops with one planted bug the experiments name it (or refuse to)."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import failurelab as fl
+from failurelab.evidence import experiments as ex
+from failurelab.investigation import PartsError, arms, runner
+from failurelab.investigation.parts import build, make_parts
+
+STEPS = 40
+
+
+def _data(n=384, d=8, classes=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, d, generator=g)
+    y = (X @ torch.randn(d, classes, generator=g)).argmax(1)
+    return [(X[i:i + 32], y[i:i + 32]) for i in range(0, n, 32)]
+
+
+def _mlp():
+    return nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))
+
+
+def _step(model, optimizer, batch):
+    x, y = batch
+    optimizer.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def _forgets_zero_grad(model, optimizer, batch):
+    x, y = batch
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+class _Cut(nn.Module):
+    """A graph cut by .detach(): the body never learns (outside the catalogue)."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(8, 32), nn.ReLU())
+        self.head = nn.Linear(32, 3)
+
+    def forward(self, x):
+        return self.head(self.body(x).detach())
+
+
+def _parts(lr=0.05, step=_step, model=_mlp, **more):
+    def optimizer(m):
+        opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=0.9)
+        return opt, torch.optim.lr_scheduler.StepLR(opt, step_size=100, gamma=0.5)
+    return dict(model=model, optimizer=optimizer, batches=_data(), step=step,
+                loss=nn.functional.cross_entropy, steps=STEPS, seed=0, **more)
+
+
+def _investigate(**parts):
+    return fl.investigate(**parts, progress=False, workers=2)
+
+
+# --- every arm changes exactly one factor -----------------------------------------------
+
+def _initial_state(parts):
+    with torch.random.fork_rng():
+        model, optimizer, scheduler = build(parts)
+    return model.state_dict(), optimizer, scheduler
+
+
+def _same_state(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k].float(), b[k].float()) for k in a)
+
+
+def _same_batches(a, b):
+    return len(a) == len(b) and all(
+        all(torch.equal(u, v) for u, v in zip(x, y, strict=True)) for x, y in zip(a, b, strict=True))
+
+
+def _fields_changed(base, arm):
+    return {f for f in base.__dataclass_fields__ if getattr(base, f) is not getattr(arm, f)}
+
+
+@pytest.fixture(scope="module")
+def base():
+    return make_parts(**_parts())
+
+
+def test_reseeding_changes_the_seed_only(base):
+    arm = arms.ARMS["reseed+1"].apply(base)
+    assert _fields_changed(base, arm) == {"seed"} and arm.seed == base.seed + 1
+    assert not _same_state(_initial_state(base)[0], _initial_state(arm)[0])
+
+
+@pytest.mark.parametrize("name,factor", [("lr/10", 0.1), ("lr*10", 10.0), ("lr*100", 100.0)])
+def test_a_scaled_rate_changes_every_group_and_the_schedule_only(base, name, factor):
+    arm = arms.ARMS[name].apply(base)
+    assert _fields_changed(base, arm) == {"make_optimizer"}
+    (s0, o0, k0), (s1, o1, k1) = _initial_state(base), _initial_state(arm)
+    assert _same_state(s0, s1)
+    for g0, g1 in zip(o0.param_groups, o1.param_groups, strict=True):
+        assert g1["lr"] == pytest.approx(g0["lr"] * factor)
+        assert {k: v for k, v in g0.items() if k not in arms.LR_KEYS + ("params",)} == \
+               {k: v for k, v in g1.items() if k not in arms.LR_KEYS + ("params",)}
+    assert k1.base_lrs == pytest.approx([lr * factor for lr in k0.base_lrs])
+
+
+def test_overfitting_one_batch_changes_the_batches_only(base):
+    arm = arms.ARMS["overfit_batch"].apply(base)
+    assert _fields_changed(base, arm) == {"batches"} and arm.steps == base.steps
+    assert all(b is base.batches[0] for b in arm.batches)
+    assert _same_state(_initial_state(base)[0], _initial_state(arm)[0])
+
+
+def test_permuting_labels_moves_the_targets_only(base):
+    arm = arms.ARMS["labels_permuted"].apply(base)
+    assert _fields_changed(base, arm) == {"batches"}
+    assert _same_batches([(x,) for x, _ in base.batches], [(x,) for x, _ in arm.batches])
+    before = torch.cat([y for _, y in base.batches[:12]])
+    after = torch.cat([y for _, y in arm.batches[:12]])
+    assert not torch.equal(before, after)
+    assert torch.equal(before.sort().values, after.sort().values)  # the same labels, moved
+    assert _same_state(_initial_state(base)[0], _initial_state(arm)[0])
+
+
+def test_standardising_changes_the_inputs_only(base):
+    shifted = make_parts(**{**_parts(), "batches": [(x * 30 + 5, y) for x, y in _data()]})
+    arm = arms.ARMS["inputs_standardised"].apply(shifted)
+    assert _fields_changed(shifted, arm) == {"batches"}
+    assert _same_batches([(y,) for _, y in shifted.batches], [(y,) for _, y in arm.batches])
+    xs = torch.cat([x for x, _ in arm.batches[:12]])
+    assert xs.mean(0).abs().max() < 1e-4 and (xs.std(0, unbiased=False) - 1).abs().max() < 1e-4
+
+
+def test_float32_changes_the_precision_only():
+    half = make_parts(**{**_parts(), "model": lambda: _mlp().bfloat16()})
+    arm = arms.ARMS["float32"].apply(half)
+    assert _fields_changed(half, arm) == {"make_model", "autocast"}
+    s0, s1 = _initial_state(half)[0], _initial_state(arm)[0]
+    assert all(v.dtype == torch.float32 for v in s1.values()) and _same_state(s0, s1)
+
+
+def test_reinitialising_changes_the_initial_weights_only(base):
+    scaled = make_parts(**{**_parts(), "model": lambda: _mlp().apply(_shrink)})
+    arm = arms.ARMS["reinit_defaults"].apply(scaled)
+    assert _fields_changed(scaled, arm) == {"make_model"}
+    assert not _same_state(_initial_state(scaled)[0], _initial_state(arm)[0])
+
+
+def _shrink(module):
+    if isinstance(module, nn.Linear):
+        with torch.no_grad():
+            module.weight.mul_(1e-3)
+
+
+def test_the_reference_step_changes_the_step_only(base):
+    arm = arms.ARMS["reference_step"].apply(base)
+    assert _fields_changed(base, arm) == {"step"}
+    assert arms.ARMS["reference_step"].apply(make_parts(**{**_parts(), "loss": None})) is None
+
+
+def test_the_same_seed_gives_a_bitwise_identical_history(base):
+    a, b = runner.run_arm(base, "baseline"), runner.run_arm(base, "repeat")
+    assert len(a.history) == STEPS
+    assert a.history.equals(b.history)
+
+
+# --- the effect vocabulary ----------------------------------------------------------------
+
+def test_a_gain_is_measured_in_spreads_and_a_broken_run_loses():
+    assert ex.gain(1.0, 0.5, 0.1, log=False) == pytest.approx(5.0)
+    assert ex.gain(math.inf, 0.5, 0.1, log=True) == math.inf
+    assert ex.gain(math.inf, math.inf, 0.1, log=True) == 0.0
+    # the spread never falls under FLOOR of the loss scale, however close the seeds end
+    assert ex.spread([1.0, 1.0, 1.0], scale=2.0, baseline_end=1.0, log=False) == ex.FLOOR * 2.0
+
+
+# --- verdicts on tiny loops with one planted bug ---------------------------------------------
+
+def test_a_healthy_loop_is_called_healthy_with_few_arms():
+    inv = _investigate(**_parts())
+    assert inv.top is None and inv.healthy and inv.shape == "healthy"
+    assert set(inv.experiments["arm"]) == {"baseline", "repeat"}
+    assert inv.reproducible is True
+
+
+def test_a_forgotten_zero_grad_is_confirmed_by_the_reference_step():
+    inv = _investigate(**_parts(step=_forgets_zero_grad))
+    assert inv.top == "no_zero_grad"
+    assert inv.effects["gain[reference_step]"] > ex.CLEAR
+    assert "the step: zero_grad" in inv.text()
+
+
+def test_a_rate_100x_too_large_is_confirmed_by_dividing_it_by_10():
+    inv = _investigate(**_parts(lr=5.0))
+    assert inv.top == "huge_lr"
+    assert inv.effects["gain[lr/10]"] > ex.CLEAR
+    assert inv.effects["gain[reference_step]"] < ex.CLEAR  # the loop itself is fine
+
+
+def test_a_graph_cut_outside_the_catalogue_gets_no_confident_name():
+    inv = _investigate(**_parts(model=_Cut))
+    assert inv.top is None or inv.confidence == "low"
+    assert inv.flow.without_grad == ["body.0.weight", "body.0.bias"]
+    assert inv.confidence != "high"
+
+
+@pytest.mark.parametrize("bad,says", [
+    (dict(model=None), "model must be"),
+    (dict(batches=[]), "yielded no batch"),
+    (dict(batches=5), "re-iterable"),
+    (dict(optimizer=lambda m: "sgd"), "torch.optim.Optimizer"),
+    (dict(steps=1), "steps must be"),
+])
+def test_bad_parts_get_a_one_line_error(bad, says):
+    with pytest.raises(PartsError, match=says) as err:
+        fl.investigate(**{**_parts(), **bad}, progress=False)
+    assert "\n" not in str(err.value)
+
+
+def test_a_step_that_returns_nothing_is_said_in_one_line():
+    def silent(model, optimizer, batch):
+        _step(model, optimizer, batch)
+    with pytest.raises(PartsError, match="step returned nothing"):
+        fl.investigate(**_parts(step=silent), progress=False)
+
+
+def test_a_lightning_module_is_accepted_in_place_of_the_parts():
+    lightning = pytest.importorskip("lightning.pytorch")
+
+    class Lit(lightning.LightningModule):
+        def __init__(self, lr=0.05):
+            super().__init__()
+            self.save_hyperparameters()
+            self.net = _mlp()
+
+        def forward(self, x):
+            return self.net(x)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return nn.functional.cross_entropy(self(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=self.hparams.lr, momentum=0.9)
+
+    inv = fl.investigate(Lit(), batches=_data(), steps=STEPS, progress=False, workers=1)
+    assert inv.top is None and inv.shape == "healthy"
+    assert len(inv.histories["baseline"]) == STEPS
+
+
+def test_the_report_reads_in_both_languages_and_escapes_html(tmp_path):
+    inv = _investigate(**_parts(lr=5.0))
+    assert "symptom" in inv.text("en") and "症状" in inv.text("zh")
+    page = tmp_path / "inv.html"
+    inv.to_html(page)
+    html = page.read_text("utf-8")
+    assert "data:image/png;base64," in html and "<script" not in html
+
+
+def test_the_command_investigates_a_file_of_parts_and_refuses_a_bad_target(tmp_path, capsys):
+    from failurelab import cli
+
+    loop = tmp_path / "my_loop.py"
+    loop.write_text("import torch\nfrom torch import nn\n\n"
+                    "def parts():\n"
+                    "    X = torch.randn(64, 4, generator=torch.Generator().manual_seed(0))\n"
+                    "    y = (X[:, 0] > 0).long()\n"
+                    "    def step(model, opt, batch):\n"
+                    "        opt.zero_grad()\n"
+                    "        loss = nn.functional.cross_entropy(model(batch[0]), batch[1])\n"
+                    "        loss.backward()\n"
+                    "        opt.step()\n"
+                    "        return loss\n"
+                    "    return dict(model=lambda: nn.Linear(4, 2),\n"
+                    "                optimizer=lambda m: torch.optim.SGD(m.parameters(), lr=0.5),\n"
+                    "                batches=[(X[i:i + 16], y[i:i + 16]) for i in range(0, 64, 16)],\n"
+                    "                step=step, steps=20)\n")
+    assert cli.main(["investigate", f"{loop}:parts", "--workers", "1"]) == 0
+    assert "symptom" in capsys.readouterr().out
+    assert cli.main(["investigate", f"{loop}:missing"]) == 2
+    assert "defines no function 'missing'" in capsys.readouterr().err
