@@ -79,7 +79,7 @@ def _signals(g, classes=3, channels=4, length=16):
     templates = torch.randn(classes, channels, length, generator=g).cumsum(-1) / 3
     y = torch.randint(0, classes, (n,), generator=g)
     shift = torch.randint(0, length, (n,), generator=g)
-    X = torch.stack([templates[c].roll(int(s), -1) for c, s in zip(y, shift)])
+    X = torch.stack([templates[c].roll(int(s), -1) for c, s in zip(y, shift, strict=True)])
     X = X + 0.7 * torch.randn(X.shape, generator=g)
     return (X - X.mean()) / X.std(), y
 
@@ -121,7 +121,7 @@ def _images(g, classes=4, size=12):
     templates = F.interpolate(coarse, size=(size, size), mode="bilinear")
     y = torch.randint(0, classes, (n,), generator=g)
     shifts = torch.randint(-2, 3, (n, 2), generator=g)
-    X = torch.stack([templates[c].roll(tuple(s.tolist()), dims=(1, 2)) for c, s in zip(y, shifts)])
+    X = torch.stack([templates[c].roll(tuple(s.tolist()), dims=(1, 2)) for c, s in zip(y, shifts, strict=True)])
     X = X + 0.6 * torch.randn(X.shape, generator=g)
     return (X - X.mean()) / X.std(), y
 
@@ -248,7 +248,7 @@ def _mse(pred, target):
 
 def _first_target_collate(fixed: bool) -> dict:
     X, y = _regression(_gen("first_target_collate"))
-    samples = list(zip(X[:N_TRAIN], y[:N_TRAIN]))
+    samples = list(zip(X[:N_TRAIN], y[:N_TRAIN], strict=True))
     batches = [_collate(fixed, samples[i:i + BATCH]) for i in range(0, N_TRAIN, BATCH)]
     return dict(model=_mlp, optimizer=partial(_optimizer, torch.optim.RMSprop, 3e-3),
                 batches=batches, step=_dict_step, loss=_mse,
@@ -347,7 +347,7 @@ def harm(names=None, seeds=(0, 1, 2)) -> list[dict]:
         buggy = [trained_loss(name, False, s) for s in seeds]
         fixed = [trained_loss(name, True, s) for s in seeds]
         rows.append(dict(loop=name, buggy=buggy, fixed=fixed,
-                         hurts=all(b > HURTS * f for b, f in zip(buggy, fixed))))
+                         hurts=all(b > HURTS * f for b, f in zip(buggy, fixed, strict=True))))
     return rows
 
 

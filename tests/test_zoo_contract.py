@@ -74,8 +74,8 @@ def test_the_model_comes_from_the_callers_seed_and_the_parts_pickle():
     first = [p.detach().clone() for p in _seeded(kwargs["model"], 3).parameters()]
     again = list(_seeded(kwargs["model"], 3).parameters())
     other = list(_seeded(kwargs["model"], 4).parameters())
-    assert all(torch.equal(a, b) for a, b in zip(first, again))
-    assert not all(torch.equal(a, b) for a, b in zip(first, other))
+    assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
+    assert not all(torch.equal(a, b) for a, b in zip(first, other, strict=True))
     restored = pickle.loads(pickle.dumps(kwargs))
     model = _seeded(restored["model"], 3)
     optimizer = restored["optimizer"](model)
