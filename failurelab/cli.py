@@ -4,7 +4,10 @@ investigate.
 Thin on purpose: it parses, calls the library and prints.  Every expected user error
 (an unknown fault, a missing file, a bad seed range) ends as one line on stderr and
 exit status 2, never a traceback; `verify` exits 1 when the lab does not reproduce.
-Options are checked before any run starts, so a mistake costs no waiting.
+Options are checked before any run starts, so a mistake costs no waiting, and every path
+a command writes goes through one guard (`basics.files.check_output`): never an input,
+never a worksheet, always a name of the format written.  A long command says what it
+does within its first second, shows its progress, and stops on Ctrl-C at once (exit 130).
 
 torch, pandas and matplotlib are imported inside the commands that need them:
 `failurelab --help` and a usage error answer at once instead of after seconds of
@@ -20,10 +23,11 @@ import sys
 import textwrap
 import time
 import unicodedata
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from .basics.build import notice_other_build
+from .basics.files import check_inputs, check_output, check_output_folder
 from .basics.recipes import MAX_SEED, MAX_STEPS, TASKS, check_seed, parse_seeds
 from .basics.text import ENV, LANGS, Text
 
@@ -185,11 +189,14 @@ def cmd_verify(args) -> int:
     """
     seeds = seeds_from(args.seeds)
     names = faults_from(args.faults)
+    count = len(names) if names is not None else _catalogue_size()
+    starting(f"verify: {_many(count, 'fault')} x {_many(len(seeds), 'seed')}, each task's "
+             f"baseline beside them; starting")
     from .catalogue.sweep import summary, verify  # torch: only once the options are known to be good
 
     notice_other_build(sys.stderr)
     started = time.perf_counter()
-    with progress_bar("verify") as update:
+    with progress_bar("verify", args.workers) as update:
         results = verify(names, seeds, workers=args.workers, progress=update)
     seconds = time.perf_counter() - started
     if names is not None:  # baselines are checked against all their task's signatures
@@ -309,13 +316,12 @@ def cmd_report(args) -> int:
 
     names = faults_from(args.faults) or list(catalogue.FAULTS)
     started = time.perf_counter()
-    try:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UserError(f"cannot create {args.out}: {err.strerror}") from None
-    with progress_bar("report") as update:
-        index = report.generate(args.out, names, seed=args.seed, steps=args.steps,
-                                workers=args.workers, progress=update, lang=args.lang)
+    _guarded(check_output_folder, args.out, what="report")
+    starting(f"report: {_many(len(names), 'fault')} beside their baselines, into {args.out}; "
+             f"starting")
+    with progress_bar("report", args.workers) as update:
+        index = _guarded(report.generate, args.out, names, seed=args.seed, steps=args.steps,
+                         workers=args.workers, progress=update, lang=args.lang)
     print(says("report_done", args, index=index, count=len(names),
                seconds=time.perf_counter() - started))
     return 0
@@ -331,9 +337,17 @@ def cmd_grade(args) -> int:
     """
     from .course.gradebook import gradebook  # reads JSON only: no run, no torch work
 
+    _guarded(check_inputs, args.paths, "worksheet or folder")
+    if args.out is not None:  # before reading the class: a wrong --out costs nothing
+        suffixes = (".csv", ".html", ".htm")
+        _guarded(check_output, args.out, suffixes, inputs=args.paths, what="gradebook")
     book = gradebook(args.paths)
     for path, why in book.skipped:
         print(f"skipped {path}: {why}", file=sys.stderr)
+    if not book.students:
+        raise UserError(f"no worksheet to grade in {', '.join(args.paths)}"
+                        + (f" ({len(book.skipped)} files skipped)" if book.skipped else
+                           " (no *.json file found)"))
     if args.out is None:
         print(book.table().to_string())
     elif args.out.lower().endswith((".html", ".htm")):
@@ -375,18 +389,49 @@ def seeds_from(text: str) -> list[int]:
         raise UserError(str(err)) from None
 
 
+PROGRESS_EVERY_S = 10.0  # off a terminal: a progress line at most this often, not per run
+
+
+def starting(line: str) -> None:
+    """The first thing a long command says, within its first second, before torch is
+    imported: a newcomer must never wonder whether it hung."""
+    print(f"{line} (Ctrl-C stops it)", file=sys.stderr, flush=True)
+
+
 @contextmanager
-def progress_bar(desc: str):
-    """A tqdm bar on stderr fed by `progress(done, total)` callbacks; silent off a terminal
-    and under CI, so logs and captured output stay clean."""
+def progress_bar(desc: str, workers: int | None = None):
+    """Progress fed by `progress(done, total)` callbacks, on stderr.  `done=0` (the runs
+    are queued, the workers starting) prints a line saying how many runs on how many
+    processes.  Then, on a terminal, a tqdm bar; elsewhere (a pipe, a log, or CI=1, which
+    turns bars off) a line at the first finished run, every 10 s and at the end."""
     from tqdm import tqdm
 
-    quiet = not sys.stderr.isatty() or bool(os.environ.get("CI"))
-    with tqdm(desc=desc, unit="run", file=sys.stderr, disable=quiet, leave=False) as bar:
-        def update(done: int, total: int) -> None:
-            bar.total = total
+    from .lab.parallel import worker_count
+
+    bar_allowed = sys.stderr.isatty() and not os.environ.get("CI")
+    started, bar, said_at = time.monotonic(), None, None
+
+    def line(text: str) -> None:
+        print(f"{desc}: {text}", file=sys.stderr, flush=True)
+
+    def update(done: int, total: int) -> None:
+        nonlocal bar, said_at
+        now = time.monotonic()
+        if done == 0:
+            processes = 1 if workers == 1 else worker_count(total, workers)
+            line(f"0/{total} runs, {_many(processes, 'worker process', 'es')}")
+            if bar_allowed:
+                bar = tqdm(total=total, desc=desc, unit="run", file=sys.stderr, leave=False)
+        elif bar is not None:
             bar.update(done - bar.n)
+        elif said_at is None or now - said_at >= PROGRESS_EVERY_S or done == total:
+            line(f"{done}/{total} runs, {now - started:.0f} s")
+            said_at = now
+    try:
         yield update
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def table(headers, rows) -> str:
@@ -432,11 +477,45 @@ def _one_line(err: Exception) -> str:
     return " ".join(str(err).split())
 
 
+def _guarded(action, *args, **kwargs):
+    """`action(...)`, with a refused path or a file system error as one line (exit 2)."""
+    from .basics.files import OutputRefused
+
+    try:
+        return action(*args, **kwargs)
+    except (OutputRefused, OSError) as err:
+        raise UserError(_one_line(err)) from None
+
+
+def _many(count: int, noun: str, plural: str = "s") -> str:
+    return f"{count} {noun}{plural if count != 1 else ''}"
+
+
+def _catalogue_size() -> int:
+    from . import catalogue
+
+    return len(catalogue.FAULTS)
+
+
 def _write(save, path: str, what: str) -> None:
+    from .basics.files import OutputRefused
+
     try:
         save()
+    except OutputRefused as err:  # already says what it could not write, and why
+        raise UserError(_one_line(err)) from None
     except (OSError, ValueError) as err:
         raise UserError(f"cannot write the {what} to {path}: {_one_line(err)}") from None
+
+
+def _leave_now(status: int) -> None:
+    """Exit without the interpreter's teardown: once torch is loaded it took 2.7-3.2 s
+    on a busy 2-core machine (0.14 s this way), and Ctrl-C must stop within 2 s.  Nothing
+    is left half-written: every file a command writes is complete or untouched."""
+    with suppress(OSError, ValueError):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(status)
 
 
 # --- the parser ---------------------------------------------------------------------------------
@@ -479,35 +558,15 @@ def _workers(text: str) -> int:
     return _whole(text, 1, 1024)
 
 
-def _check_writable(*paths: str | None) -> None:
-    """Refuse an output path whose folder is missing (or that is a folder) before the
-    run, not after it; a plot path must also name a format matplotlib can write."""
-    for path in filter(None, paths):
-        target = Path(path)
-        folder = target.parent
-        if not folder.is_dir():
-            raise UserError(f"cannot write {path}: the folder {folder} does not exist")
-        if target.is_dir():
-            raise UserError(f"cannot write {path}: it is a folder; give a file name")
-        if not os.access(folder, os.W_OK):
-            raise UserError(f"cannot write {path}: no permission to write in {folder}")
-
-
 def _check_outputs(args) -> None:
-    _check_writable(args.plot, args.save)
-    _check_plot_format(args.plot)
-
-
-def _check_plot_format(path: str | None) -> None:
+    """--plot and --save, refused before the run rather than after it."""
     from matplotlib.backend_bases import FigureCanvasBase
 
-    if not path:
-        return
-    known = FigureCanvasBase.get_supported_filetypes()
-    suffix = Path(path).suffix.lstrip(".").lower()
-    if suffix not in known:
-        raise UserError(f"cannot write the plot to {path}: unknown image format "
-                        f"{suffix or '(none)'!r}; use one of {', '.join(sorted(known))}")
+    if args.plot:
+        images = sorted(f".{kind}" for kind in FigureCanvasBase.get_supported_filetypes())
+        _guarded(check_output, args.plot, images, what="plot")
+    if args.save:
+        _guarded(check_output, args.save, (".csv", ".csv.gz"), what="history")
 
 
 # --- investigate ----------------------------------------------------------------------------
@@ -520,7 +579,8 @@ def cmd_investigate(args) -> int:
     """
     from .investigation import PartsError, investigate
 
-    _check_writable(args.html)
+    if args.html:
+        _guarded(check_output, args.html, (".html", ".htm"), what="investigation page")
     parts = _load_parts(args.target)
     if args.steps is not None:
         parts["steps"] = args.steps
@@ -580,8 +640,23 @@ COMMANDS = {"list": cmd_list, "run": cmd_run, "verify": cmd_verify, "diagnose": 
             "investigate": cmd_investigate}
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that a command line without a command says what the commands
+    are (and which option it did not know), instead of "arguments are required"."""
+
+    given: list[str] = []  # the command line, set by `main`
+
+    def error(self, message: str):
+        if "required: COMMAND" in message:
+            unknown = [a for a in self.given if a.startswith("-")]
+            message = (f"unrecognized option {' '.join(unknown)}; " if unknown else "") + \
+                f"give a command first: {', '.join(COMMANDS)} (e.g. {PROG} list; " \
+                f"{PROG} COMMAND --help)"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG, description="Reproducible training-failure experiments on tiny PyTorch "
                                "models.", epilog=f"run '{PROG} COMMAND --help' for examples")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -640,7 +715,9 @@ def _add_options(p: dict[str, argparse.ArgumentParser]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, extra = build_parser().parse_known_args(argv)
+    parser = build_parser()
+    parser.given = list(sys.argv[1:] if argv is None else argv)
+    args, extra = parser.parse_known_args(argv)
     if extra:  # reported by the subcommand, so its usage line is the one shown
         args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
@@ -649,8 +726,10 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"{PROG} {args.command}: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # the worker pool has already stopped (lab/parallel.py)
+        print(f"{PROG} {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
+        if argv is None:  # the command line itself, not a caller in Python: leave now
+            _leave_now(130)
         return 130
     except BrokenPipeError:  # e.g. `failurelab list | head`: the reader left, not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -126,9 +126,14 @@ def test_verify_prints_the_table_and_exits_0_when_everything_reproduces(verify):
     assert "huge_lr" not in result.stdout  # only the faults asked for
 
 
-def test_verify_draws_no_progress_bar_when_stderr_is_not_a_terminal(verify):
+def test_verify_says_what_it_does_then_its_progress_as_lines_off_a_terminal(verify):
     assert verify.returncode == 0
-    assert verify.stderr == ""  # tqdm writes "\r...%|" to stderr when it is enabled
+    assert "\r" not in verify.stderr  # no tqdm bar ("\r...%|") when stderr is a pipe
+    lines = verify.stderr.splitlines()
+    assert lines[0].startswith("verify: 2 faults x 2 seeds") and "Ctrl-C" in lines[0]
+    assert lines[1].startswith("verify: 0/6 runs, ")  # the pool started, nothing finished
+    assert lines[-1].startswith("verify: 6/6 runs, ")
+    assert all(re.match(r"verify: [1-6]/6 runs, \d+ s$", line) for line in lines[2:])
 
 
 # --- report -----------------------------------------------------------------------------------
@@ -249,7 +254,7 @@ def _no_training(monkeypatch):
     ("--plot", "missing/dir/a.png", "does not exist"),
     ("--save", "missing/h.csv", "does not exist"),
     ("--plot", ".", "it is a folder"),
-    ("--plot", "cmp.xyz", "unknown image format 'xyz'"),
+    ("--plot", "cmp.xyz", "a plot file's name must end in"),
 ])
 def test_an_output_path_that_cannot_be_written_is_refused_before_the_run(
         capsys, tmp_path, monkeypatch, option, path, why):

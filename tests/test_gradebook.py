@@ -124,8 +124,8 @@ def test_the_grade_command_writes_csv_or_html_and_lists_bad_files(tmp_path, caps
     assert (tmp_path / "book.faults.csv").exists() and (tmp_path / "book.confusions.csv").exists()
     assert main(["grade", str(folder), "--out", str(tmp_path / "book.html")]) == 0
     assert "<table" in (tmp_path / "book.html").read_text(encoding="utf-8")
-    assert main(["grade", str(tmp_path / "nothing-here")]) == 0  # listed, never fatal
-    assert "no such file" in capsys.readouterr().err
+    assert main(["grade", str(tmp_path / "nothing-here")]) == 2  # a typo is not an empty class
+    assert "no such worksheet or folder" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".html"])

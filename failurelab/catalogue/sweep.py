@@ -3,7 +3,8 @@
 `verify` is what `failurelab verify`, the published signature table and the catalogue
 benchmark run: each fault's run must show its signature, and each task's healthy
 baseline must show none.  Tiny models run fastest one torch thread per process, so a
-sweep uses one worker process per core.
+sweep uses one worker process per core (`parallel`: capped by the jobs, stopped at once
+by Ctrl-C).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def verify(faults: Iterable[str] | None = None, seeds: Iterable[int] = range(10)
 
     Returns one row per fault run (`kind="fault"`: did its signature fire?) and one per
     baseline run and signature of that task (`kind="baseline"`: it must not fire).
-    `progress(done, total)` is called as runs finish.
+    `progress(done, total)` is called once the runs are queued (done=0), then as each
+    finishes.
     """
     names = list(faults) if faults is not None else list(FAULTS)
     for name in names:
@@ -60,19 +62,20 @@ def verify(faults: Iterable[str] | None = None, seeds: Iterable[int] = range(10)
     tasks = sorted({get(n).task for n in names})
     jobs = [("fault", n, s) for n in names for s in seeds]
     jobs += [("baseline", t, s, tuple(names)) for t in tasks for s in seeds]
+    progress = progress or (lambda done, total: None)
     rows: list[dict] = []
     if workers == 1:
+        progress(0, len(jobs))
         for i, job in enumerate(jobs):
             rows += _job(*job)
-            if progress:
-                progress(i + 1, len(jobs))
+            progress(i + 1, len(jobs))
     else:
-        with worker_pool(len(jobs), workers) as pool:
+        with worker_pool(len(jobs), workers) as pool:  # stops at once on Ctrl-C
             futures = [pool.submit(_job, *job) for job in jobs]
+            progress(0, len(jobs))  # the workers are starting: say so before any finishes
             for i, future in enumerate(as_completed(futures)):
                 rows += future.result()
-                if progress:
-                    progress(i + 1, len(jobs))
+                progress(i + 1, len(jobs))
     frame = pd.DataFrame(rows, columns=COLUMNS)
     return frame.sort_values(["kind", "fault", "seed"], ignore_index=True)
 

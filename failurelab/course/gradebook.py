@@ -23,10 +23,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..basics.files import check_output
 from ..views.tables import export, html_table, page
 from . import grading, keys
 from .chain import Audit
-from .records import Entry
+from .records import Entry, NotAWorksheet
 from .worksheet import load
 
 SUFFIXES = (".worksheet.json", ".json")
@@ -77,13 +78,17 @@ class Gradebook:
         return confusion_counts(self.students)
 
     def to_csv(self, path: str | os.PathLike) -> list[Path]:
-        """The student table at `path`; the per-fault tables beside it."""
-        path = Path(path)
-        stem = path.name[: -len(path.suffix)] if path.suffix else path.name
+        """The student table at `path` (a .csv); the per-fault tables beside it. Nothing
+        is written unless all three paths are safe (see `files.check_output`)."""
+        path = self._output(path, (".csv",))
+        stem = path.name[: -len(path.suffix)]
+        tables = ((self.table(), path),
+                  (self.faults(), path.with_name(f"{stem}.faults.csv")),
+                  (self.confusions(), path.with_name(f"{stem}.confusions.csv")))
+        for _, target in tables:
+            self._output(target, (".csv",))
         written = []
-        for frame, target in ((self.table(), path),
-                              (self.faults(), path.with_name(f"{stem}.faults.csv")),
-                              (self.confusions(), path.with_name(f"{stem}.confusions.csv"))):
+        for frame, target in tables:
             buffer = io.StringIO()
             frame.to_csv(buffer, lineterminator="\n")
             export(buffer.getvalue(), target)
@@ -94,7 +99,14 @@ class Gradebook:
         """One page: the students, the edited-looking entries, the faults, the files
         skipped; every student-written string escaped."""
         return export(page(f"Gradebook: {len(self.students)} worksheets",
-                                   _body(self)), path)
+                                   _body(self)), self._output(path, (".html", ".htm")))
+
+    def _output(self, path, suffixes) -> Path | None:
+        """`path` once it is safe to write: never a worksheet or a file this book read."""
+        if path is None:
+            return None
+        read = [s.path for s in self.students] + [p for p, _ in self.skipped]
+        return check_output(path, suffixes, inputs=read, what="gradebook")
 
 
 TOTALS = ("score", "points", "out_of", "graded", "attempted", "looks edited",
@@ -108,6 +120,8 @@ def gradebook(paths) -> Gradebook:
     for path in files:
         try:
             read.append((path, *_graded(path)))
+        except NotAWorksheet as err:  # said to the instructor, not to the file's owner
+            skipped.append((str(path), f"not a worksheet: {err.reason}"))
         except (OSError, ValueError, RecursionError) as err:
             skipped.append((str(path), " ".join(str(err).split())))
     names = _student_names([p for p, *_ in read])

@@ -13,10 +13,10 @@ import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from ..basics.files import WORKSHEET_FORMAT as FORMAT  # tells a worksheet from other JSON
 from ..basics.text import Text
 from . import chain as hash_chain
 
-FORMAT = "failurelab-worksheet"  # the marker that tells a worksheet from any other JSON
 VERSION = 2  # 2: explanations, reveals and the chain
 READS = (1, 2)
 
@@ -260,9 +260,18 @@ def load(path: str | os.PathLike) -> Sheet:
                  else None)
 
 
-def _foreign(path: Path, what: str) -> ValueError:
-    return ValueError(f"{path} is not a failurelab worksheet: {what}. The file was left "
-                      f"untouched; move it away or choose another path.")
+class NotAWorksheet(ValueError):
+    """A file that is not a worksheet; `reason` says why, for a reader other than its
+    owner (a gradebook lists it as skipped)."""
+
+    def __init__(self, path: Path, reason: str):
+        super().__init__(f"{path} is not a failurelab worksheet: {reason}. The file was left "
+                         f"untouched; move it away or choose another path.")
+        self.reason = reason
+
+
+def _foreign(path: Path, what: str) -> NotAWorksheet:
+    return NotAWorksheet(path, what)
 
 
 def _record(kind, raw: dict | None):

@@ -23,6 +23,7 @@ import matplotlib
 import pandas as pd
 
 from .. import catalogue
+from ..basics.files import check_output, check_output_folder
 from ..basics.recipes import baseline, diff, format_diff
 from ..basics.text import Text, language
 from ..catalogue.diagnosis import diagnose
@@ -167,7 +168,7 @@ def _card_job(name: str, seed: int, steps: int | None, healthy: pd.DataFrame,
     found = diagnose(faulty, lang=lang)
     image = f"{name}.png"
     fig = comparison(name, healthy, faulty, lang)
-    fig.savefig(Path(out_dir) / image, dpi=PLOT_DPI)
+    fig.savefig(check_output(Path(out_dir) / image, (".png",), what="plot"), dpi=PLOT_DPI)
     plt.close(fig)
     return Card(name, seed, rows, fired, baseline_fired, str(found), found.top,
                 changed(fault), image, lang, found.shape)
@@ -192,8 +193,11 @@ def build_cards(names: Iterable[str], out_dir: str | Path, *, seed: int = 0,
                 progress(done, total)
             yield future.result()
 
-    with worker_pool(total, workers) as pool:
-        healthy = dict(finished([pool.submit(_baseline_job, t, seed, steps) for t in tasks]))
+    with worker_pool(total, workers) as pool:  # stops at once on Ctrl-C
+        baselines = [pool.submit(_baseline_job, t, seed, steps) for t in tasks]
+        if progress:
+            progress(0, total)  # the workers are starting: say so before any finishes
+        healthy = dict(finished(baselines))
         futures = [pool.submit(_card_job, n, seed, steps, healthy[get(n).task], str(out_dir),
                                lang)
                    for n in names]
@@ -207,8 +211,7 @@ def generate(out_dir: str | Path, names: Iterable[str] | None = None, *, seed: i
              lang: str | None = None) -> Path:
     """Build the cards and write the whole report in `lang`; returns index.html's path."""
     matplotlib.use("Agg")  # files only: never open a window
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = check_output_folder(out_dir, what="report")  # before any run, not after
     names = list(catalogue.FAULTS) if names is None else list(names)
     cards = build_cards(names, out_dir, seed=seed, steps=steps, workers=workers,
                         progress=progress, lang=lang)
@@ -246,9 +249,9 @@ def write_report(out_dir: str | Path, cards: list[Card]) -> Path:
     for i, card in enumerate(cards):
         before = cards[i - 1].name if i > 0 else None
         after = cards[i + 1].name if i + 1 < len(cards) else None
-        (out_dir / page_name(card.name)).write_text(render_card(card, before, after),
-                                                    encoding="utf-8")
-    index = out_dir / "index.html"
+        page = check_output(out_dir / page_name(card.name), (".html",), what="report page")
+        page.write_text(render_card(card, before, after), encoding="utf-8")
+    index = check_output(out_dir / "index.html", (".html",), what="report")
     index.write_text(render_index(cards, cards[0].lang if cards else None), encoding="utf-8")
     return index
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..basics.files import atomic_write, exclusive_lock
+from ..basics.files import atomic_write, check_output, exclusive_lock
 from ..basics.recipes import diff
 from ..basics.text import Text
 from ..catalogue import FAULTS
@@ -229,16 +229,24 @@ class Worksheet:
 
     def to_markdown(self, path: str | os.PathLike | None = None, lang: str | None = None) -> str:
         """The worksheet table, then your explanations beside the answer key."""
-        return export(grading.markdown_document(self.entries(), lang), path)
+        return export(grading.markdown_document(self.entries(), lang),
+                      self._export_path(path, (".md", ".markdown")))
 
     def to_csv(self, path: str | os.PathLike | None = None, lang: str | None = None) -> str:
         """One row per experiment: the worksheet table and your own columns."""
-        return export(grading.csv_table(self.entries(), lang), path)
+        return export(grading.csv_table(self.entries(), lang), self._export_path(path, (".csv",)))
 
     def to_html(self, path: str | os.PathLike | None = None, lang: str | None = None) -> str:
         """A page with the worksheet table and your explanations, text escaped."""
-        return export(grading.html_document(self.entries(), lang,
-                                                    title=self.path.name), path)
+        return export(grading.html_document(self.entries(), lang, title=self.path.name),
+                      self._export_path(path, (".html", ".htm")))
+
+    def _export_path(self, path, suffixes) -> Path | None:
+        """Where an export may go: never over this worksheet or any other one, and only
+        to a name of its format (a CSV named .json would pass for a broken worksheet)."""
+        if path is None:
+            return None
+        return check_output(path, suffixes, inputs=(self.path,), what="worksheet export")
 
     def grade(self, lang: str | None = None) -> pd.DataFrame:
         """Per experiment: shape and cause right or wrong, then a total row.  Entries that
@@ -333,12 +341,16 @@ def check_cause(cause: str | None) -> str | None:
     return _one_of(cause, (HEALTHY, *FAULTS), "cause")
 
 
+MAX_MINUTES = 24 * 60  # the time one experiment took: more than a day is a typo
+
+
 def check_minutes(minutes) -> float | None:
     if minutes is None:
         return None
     if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) \
-            or not math.isfinite(minutes) or minutes < 0:
-        raise ValueError(f"minutes must be a number of minutes, 0 or more, got {minutes!r}")
+            or not math.isfinite(minutes) or not 0 < minutes <= MAX_MINUTES:
+        raise ValueError(f"minutes must be the minutes this experiment took, more than 0 "
+                         f"and at most {MAX_MINUTES} (a day), got {minutes!r}")
     return float(minutes)
 
 

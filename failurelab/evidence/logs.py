@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .runs import read_history
+from .runs import check_numbers, read_history
 
 # history column -> logged names it accepts, lower-cased, in order of preference
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -64,6 +64,7 @@ def read_log(path: str | Path) -> pd.DataFrame:
     frame = pd.read_csv(csv) if csv.suffix == ".csv" else None
     if frame is None:
         raise ValueError(f"{path} is neither a CSV file nor a TensorBoard event file")
+    check_numbers(frame, csv)  # a cell of text names its file, column and line
     if {"loss", "update_ratio"} <= set(frame.columns):
         return read_history(csv)  # failurelab's own history: every column as saved
     return _as_history(frame, csv)

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..basics.files import check_output
 from ..basics.recipes import Recipe
 from . import quantities as q
 
@@ -75,13 +76,18 @@ def history_of(obj, who: str, accepted: str = "a Run or a history DataFrame") ->
 
 
 def save_history(history: pd.DataFrame, path: str | Path) -> None:
-    """Write a history as CSV with full float precision (round-trips exactly)."""
+    """Write a history as CSV with full float precision (round-trips exactly); never
+    over a worksheet or to a name that is not a .csv."""
+    path = check_output(path, (".csv", ".csv.gz"), what="history")
     history.to_csv(path, index=False, float_format="%.17g")
 
 
 def read_history(path: str | Path) -> pd.DataFrame:
     """Load a history saved by `Run.to_csv`, `Monitor.to_csv` or `save_history`."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder; give the history's CSV file, e.g. "
+                                f"{path / 'run.csv'}")
     try:
         frame = pd.read_csv(path)
     except FileNotFoundError:
@@ -91,4 +97,21 @@ def read_history(path: str | Path) -> pd.DataFrame:
     if "loss" not in frame.columns:
         raise ValueError(f"{path} is not a history: it has no 'loss' column "
                          f"(columns: {', '.join(map(str, frame.columns[:8]))}…)")
+    check_numbers(frame, path)
     return frame
+
+
+def check_numbers(frame: pd.DataFrame, path: Path) -> None:
+    """Every number column must hold numbers: the loss, and any column where some cells
+    are numbers and others are not (a hand edit or a stray header), named with the
+    first bad cell, so the error points at the file and not at a float() deep inside."""
+    for column in frame.columns:
+        values = frame[column]
+        if pd.api.types.is_numeric_dtype(values):
+            continue
+        numbers = pd.to_numeric(values, errors="coerce")
+        bad = numbers.isna() & values.notna()
+        if bad.any() and (column == "loss" or numbers.notna().any()):
+            row = int(bad.to_numpy().nonzero()[0][0])
+            raise ValueError(f"{path}: column {column!r} holds {values.iloc[row]!r} on line "
+                             f"{row + 2}, not a number")

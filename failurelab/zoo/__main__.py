@@ -11,6 +11,7 @@ import time
 
 import pandas as pd
 
+from ..basics.files import check_output
 from .cases import cases
 from .families import FAMILIES
 from .population import run_population, summary
@@ -29,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         seeds = tuple(int(s) for s in args.seeds.split(","))
         families = args.families.split(",") if args.families else None
         population = cases(families, seeds, faulty=not args.healthy_only)
+        if args.out:
+            check_output(args.out, (".csv",), what="summary")  # before the runs, not after
     except ValueError as error:
         parser.error(str(error))
     started = time.perf_counter()
