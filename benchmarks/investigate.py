@@ -223,8 +223,8 @@ def wrong_rows(rows, side="active") -> list[list[str]]:
 
 
 def text_table(header, body) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
-    lines = ["  ".join(str(x).ljust(w) for x, w in zip(row, widths)) for row in [header, *body]]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *body, strict=True)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)) for row in [header, *body]]
     return "\n".join(lines)
 
 
