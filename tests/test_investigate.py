@@ -309,3 +309,19 @@ def test_a_loop_that_is_non_finite_on_its_first_step_is_a_finding_not_bad_input(
 
     report = _investigate(**_parts(step=nan_step))
     assert report.shape == "nonfinite"
+
+
+def test_an_unconfirmed_passive_cause_never_becomes_a_confident_healthy():
+    """A healthy-looking curve with a passive cause that no arm confirmed (its budget may
+    be too short to show the effect) is 'healthy' at low confidence, not high."""
+    from types import SimpleNamespace
+
+    from failurelab.investigation.study import healthy_confidence
+
+    named = SimpleNamespace(shape="healthy", top="huge_lr")
+    clean = SimpleNamespace(shape="healthy", top=None)
+    unconfirmed = [SimpleNamespace(status="not supported")]
+    assert healthy_confidence(named, None, unconfirmed, True) == "low"
+    assert healthy_confidence(clean, None, [], True) == "high"
+    assert healthy_confidence(clean, None, [], False) == "medium"
+    assert healthy_confidence(SimpleNamespace(shape="plateau", top=None), None, [], True) is None

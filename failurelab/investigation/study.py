@@ -150,9 +150,7 @@ def _assemble(parts, passive, hyps, runs, flow, faults, notes, lang) -> Investig
     reproducible = _bitwise(runs.get("repeat"), runs["baseline"])
     judgements = [verdict.judge(h, faults[h.fault], effects) for h in hyps]
     top, confidence, deciding = verdict.decide(judgements, passive, bool(reproducible))
-    if passive.shape == "healthy" and top is None and not any(
-            j.status == "confirmed" for j in judgements):
-        confidence = "high" if reproducible else "medium"
+    confidence = healthy_confidence(passive, top, judgements, reproducible) or confidence
     if top is None and confidence == "high" and flow is not None and flow.without_grad:
         confidence = "medium"  # healthy-looking, but part of the model never learns
     for name, r in runs.items():
@@ -164,6 +162,20 @@ def _assemble(parts, passive, hyps, runs, flow, faults, notes, lang) -> Investig
                          judgements, effects, spread, log, reproducible, flow,
                          tested=deciding is None or deciding.status == "confirmed",
                          notes=notes, lang=report.language(lang))
+
+
+def healthy_confidence(passive, top, judgements, reproducible) -> str | None:
+    """How sure "healthy" is, when the curve looks healthy and no experiment confirmed a
+    cause: high on a reproducible run the passive reading also found nothing wrong in;
+    low where the passive reading named a cause that no experiment could confirm (an arm
+    that fails to confirm is not evidence of health: its budget may be too short to show
+    the effect).  None when the verdict is not "healthy"."""
+    if passive.shape != "healthy" or top is not None or any(
+            j.status == "confirmed" for j in judgements):
+        return None
+    if passive.top is not None:
+        return "low"
+    return "high" if reproducible else "medium"
 
 
 def _bitwise(repeat, baseline) -> bool | None:
