@@ -40,6 +40,7 @@ OTHER_MEANINGS = {
     ("course/mystery.py", "MIDDLE"),  # 0.1: the share of the run the readout calls its middle
     ("evidence/experiments.py", "FLOOR"),  # 0.05: the least spread, as a share of the loss scale
     ("investigation/runner.py", "VALIDATIONS"),  # 10 validation passes per experiment
+    ("cli.py", "PROGRESS_EVERY_S"),  # 10 s between progress lines in a pipe
     ("lab/lr_range.py", "SMOOTHING"),  # 0.05: weight of the newest loss
     ("lab/lr_range.py", "NORMALISED_EDGE_SAFETY"),  # 10: rate divisor for Adam-like
     ("lab/lr_range.py", "START_LR"), ("lab/lr_range.py", "END_LR"),  # the sweep's range
