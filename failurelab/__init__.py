@@ -1,24 +1,20 @@
 """failurelab: reproducible training-failure experiments on tiny PyTorch models.
 
-`import failurelab as fl` does not import torch or matplotlib: the names that need them
-are imported from their modules on first use (PEP 562), so `failurelab --help`, a
-usage error or `fl.FAULTS` does not wait seconds for torch.  To export a new name, add
-it to `_LAZY` and to `__all__` (a test checks that the two agree).
-
-`alerts` and `mystery` are imported here at once; both are free of torch (a mystery
-imports the training loop when it runs).  Their modules live in wings, so importing
-them binds `evidence.alerts` and `course.mystery`, never `fl.alerts` or `fl.mystery`.
+`import failurelab as fl` imports neither torch, matplotlib nor pandas: every public
+name is imported from its module on first use (PEP 562), so `failurelab --help`, a
+usage error or a command's first progress line does not wait for them.  To export a new
+name, add it to `_LAZY` and to `__all__` (a test checks that the two agree).
 """
 
 from __future__ import annotations
 
 import importlib
 
-from .course.mystery import Mystery, Reveal, mystery, reveal
-from .evidence.alerts import Alert, alerts
-
 # public name -> the module that defines it, relative to this package
 _LAZY = {
+    "Alert": "evidence.alerts", "alerts": "evidence.alerts",
+    "Mystery": "course.mystery", "Reveal": "course.mystery", "mystery": "course.mystery",
+    "reveal": "course.mystery",
     "plots": "views.plots",  # the module itself (see _MODULES)
     "FAULTS": "catalogue",
     "Diagnosis": "catalogue.diagnosis", "diagnose": "catalogue.diagnosis",
