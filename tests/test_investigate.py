@@ -258,7 +258,7 @@ def test_a_lightning_module_is_accepted_in_place_of_the_parts():
 
 def test_the_report_reads_in_both_languages_and_escapes_html(tmp_path):
     inv = _investigate(**_parts(lr=5.0))
-    assert "symptom" in inv.text("en") and "症状" in inv.text("zh")
+    assert "symptom" in inv.text("en") and "现象" in inv.text("zh")
     page = tmp_path / "inv.html"
     inv.to_html(page)
     html = page.read_text("utf-8")

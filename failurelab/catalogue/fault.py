@@ -23,6 +23,10 @@ PHENOMENON_TEXTS = {"A": Text("loss diverges", "损失发散"),
                     "D": Text("training is unbearably slow", "训练慢得无法忍受")}
 PHENOMENA = {key: text.en for key, text in PHENOMENON_TEXTS.items()}
 TEXTS = ("title", "symptom", "cause", "experiment", "fix", "why_several_fields")
+# The course's four worksheet columns, named once for every page that shows them.
+COLUMN_NAMES = {"symptom": Text("symptom", "现象"), "cause": Text("cause", "可能原因"),
+                "experiment": Text("distinguishing experiment", "区分实验"),
+                "fix": Text("fix", "修复动作")}
 
 
 def phenomenon(key: str | None, lang: str | None = None) -> str:

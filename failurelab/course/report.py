@@ -27,7 +27,7 @@ from ..basics.files import check_output, check_output_folder
 from ..basics.recipes import baseline, diff, format_diff
 from ..basics.text import Text, language
 from ..catalogue.diagnosis import diagnose
-from ..catalogue.fault import PHENOMENON_TEXTS, phenomenon
+from ..catalogue.fault import COLUMN_NAMES, PHENOMENON_TEXTS, phenomenon
 from ..catalogue.faults import SHAPES, Fault, accepted_shapes, get, run
 from ..evidence.shapes import name as shape_name
 from ..evidence.signatures import Row, side_by_side
@@ -77,8 +77,7 @@ WORDS = {
     "says": Text("When it fires, the signature says:", "特征成立时，它的结论是："),
     "stop": Text(".", "。"),
     "diagnosis": Text("Diagnosis of the faulty run", "对有故障运行的诊断"),
-    "symptom": Text("Symptom", "现象"), "cause": Text("Cause", "可能原因"),
-    "experiment": Text("Distinguishing experiment", "区分实验"), "fix": Text("Fix", "修复动作"),
+    **{part: Text(name.en.capitalize(), name.zh) for part, name in COLUMN_NAMES.items()},
     "quantity": Text("quantity", "量"), "threshold": Text("threshold", "阈值"),
     "fault_run": Text("fault run", "故障运行"), "baseline_run": Text("baseline run", "基线运行"),
     "why": Text("why this threshold", "为什么是这个阈值"),

@@ -16,14 +16,14 @@ from .. import catalogue
 from ..basics.files import atomic_write
 from ..basics.text import Text
 from ..basics.text import language as _language
+from ..catalogue.fault import COLUMN_NAMES
 from ..evidence import shapes
 from ..evidence.experiments import CLEAR, SAME
 from .arms import ARMS
 
 T = {
     "title": Text("Investigation of your training loop", "对你的训练循环的调查"),
-    "symptom": Text("symptom", "症状"), "cause": Text("cause", "原因"),
-    "experiment": Text("distinguishing experiment", "区分性实验"), "fix": Text("fix", "修复"),
+    **COLUMN_NAMES,
     "healthy": Text("healthy: no experiment found a fault", "健康：没有实验发现故障"),
     "cut": Text("the loss looks healthy, but {none} of {n} trainable tensors get no gradient "
                 "(a graph cut by .detach(), an unused layer?): no catalogue cause fits",
