@@ -354,6 +354,19 @@ def test_compare_draws_the_loss_and_the_faults_instrument_side_by_side(runs):
     plt.close(fig)
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_an_experiment_opened_by_its_course_key_plots_without_naming_its_fault(runs, lang,
+                                                                            monkeypatch):
+    """The notebooks plot before the student explains: title and legend must not give
+    the answer away (the key is neutral for the same reason)."""
+    monkeypatch.setenv("FAILURELAB_LANG", lang)
+    fig = plots.compare(runs["tabular"], runs["huge_lr"], fault="huge_lr", key="01-2")
+    shown = [fig._suptitle.get_text(), *_runs_in_legend(fig.axes[0])]
+    assert "01-2" in shown[0]
+    assert not any("huge_lr" in text or "30" in text for text in shown)
+    plt.close(fig)
+
+
 @pytest.mark.parametrize("instrument", ["activations", plots.activations])
 def test_compare_takes_an_instrument_by_name_or_function(instrument, runs):
     fig = plots.compare(runs["tabular"], runs["huge_lr"], instrument=instrument)

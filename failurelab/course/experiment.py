@@ -20,7 +20,7 @@ from ..evidence.runs import Run
 from ..evidence.signatures import Evidence, Signature, fmt, side_by_side
 from ..lab.train import run
 from ..views.tables import TextTable
-from .keys import fault_of
+from .keys import EXPERIMENTS, fault_of
 
 
 @functools.lru_cache(maxsize=128)
@@ -91,6 +91,7 @@ class Experiment:
     seed: int
     baseline: Run
     faulty: Run
+    key: str | None = None  # the course key it was opened by: its plots name that instead
 
     def check(self) -> Evidence:
         """Assert the fault's signature on the faulty run (AssertionError otherwise)."""
@@ -112,7 +113,7 @@ class Experiment:
         from ..views.plots import compare
 
         return compare(self.baseline, self.faulty, fault=self.fault.name,
-                       instrument=instrument)
+                       instrument=instrument, key=self.key)
 
     def distinguish(self) -> Followup:
         """Run the distinguishing experiment and measure its documented outcome."""
@@ -136,4 +137,5 @@ def experiment(name: str, seed: int = 0) -> Experiment:
     task's healthy baseline with the same seed."""
     fault = get(fault_of(name) or name)
     base = baseline(fault.task)
-    return Experiment(fault, seed, _cached(base, seed), _cached(fault.inject(base), seed))
+    return Experiment(fault, seed, _cached(base, seed), _cached(fault.inject(base), seed),
+                      key=name if name in EXPERIMENTS else None)

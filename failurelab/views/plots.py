@@ -102,6 +102,7 @@ WORDS = {
     "mean of step": Text("a mean over the step: 1", "整步上的平均：1"),
     "baseline": Text("baseline", "基线"), "faulty": Text("faulty", "有故障"),
     "baseline vs faulty": Text("baseline vs faulty", "基线与有故障的运行"),
+    "experiment": Text("experiment {name}: baseline vs faulty", "实验 {name}：基线与有故障的运行"),
     "missing": Text("no {what} in {whom}", "{whom}中没有 {what}"),
     "this history": Text("this history", "这份记录"),
     "these histories": Text("these histories", "这些记录"),
@@ -508,18 +509,25 @@ def instrument_for(fault_name: str) -> str:
 
 
 @_speaks
-def compare(baseline, faulty, fault=None, instrument=None) -> Figure:
+def compare(baseline, faulty, fault=None, instrument=None, key=None) -> Figure:
     """Baseline and faulty run side by side: the loss, and the instrument that shows
-    the cause (`instrument`: a name or a function; default: `instrument_for(fault)`)."""
+    the cause (`instrument`: a name or a function; default: `instrument_for(fault)`).
+
+    With a course `key` ("01-2") the title and legend name the experiment, not the
+    fault: a student looks at this figure before explaining what caused it."""
     draw = instrument or (instrument_for(fault) if fault else "gradients")
     if isinstance(draw, str):
         if draw not in FUNCTIONS:
             raise KeyError(f"unknown instrument {draw!r}; known: {', '.join(FUNCTIONS)}")
         draw = FUNCTIONS[draw]
     lang = plot_language()
-    title = f"{fault}: {get_fault(fault).text('title', lang)}" if fault else \
-        _w("baseline vs faulty")
-    runs = {_w("baseline"): baseline, fault or _w("faulty"): faulty}
+    if key:
+        title, label = _w("experiment", name=key), _w("faulty")
+    elif fault:
+        title, label = f"{fault}: {get_fault(fault).text('title', lang)}", fault
+    else:
+        title, label = _w("baseline vs faulty"), _w("faulty")
+    runs = {_w("baseline"): baseline, label: faulty}
     fig, (left, right) = _pyplot().subplots(1, 2, figsize=(11, 3.8), layout="constrained")
     loss(runs, ax=left)
     draw(runs, ax=right)
