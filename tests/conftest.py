@@ -2,6 +2,26 @@
 notebook kernels inherit this before they import torch."""
 
 import os
+import tempfile
+
+import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _suite_temporary_folder(tmp_path_factory):
+    """Worksheet locks and other temporary files the suite (and the kernels and commands
+    it starts) makes go to pytest's own folder, which pytest prunes, instead of piling up
+    in the user's temporary folder: hundreds of lock files per run otherwise."""
+    folder = tmp_path_factory.mktemp("tmp")
+    saved = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(folder)
+    tempfile.tempdir = None  # forget the cached folder so the new one is read
+    yield folder
+    if saved is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = saved
+    tempfile.tempdir = None
