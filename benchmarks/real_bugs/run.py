@@ -98,8 +98,9 @@ def make_split() -> None:
 
 def extend_split() -> None:
     """Give the cases that truth.csv has and split.csv lacks a part, at random with the
-    same fixed seed, half of them held; the rows already in split.csv are never redrawn,
-    so a batch of cases added after the split moves no case that was already scored."""
+    same fixed seed, half of them held (an odd one out by a coin flip from the same seeded
+    generator); the rows already in split.csv are never redrawn, so a batch of cases added
+    after the split moves no case that was already scored."""
     parts = read_split()
     if not parts:
         raise SystemExit(f"no {SPLIT.name} yet: run --make-split first")
@@ -107,8 +108,11 @@ def extend_split() -> None:
     if not missing:
         print(f"every case in {TRUTH.name} already has a part in {SPLIT.name}")
         return
-    random.Random(SPLIT_SEED).shuffle(missing)
-    n_held = round(len(missing) * HELD_FRACTION)
+    rng = random.Random(SPLIT_SEED)
+    rng.shuffle(missing)
+    n_held = int(len(missing) * HELD_FRACTION)
+    if n_held < len(missing) * HELD_FRACTION and rng.random() < HELD_FRACTION:
+        n_held += 1  # an odd batch: its last case is held with probability 1/2, not never
     parts.update({name: "held" if i < n_held else "dev" for i, name in enumerate(missing)})
     with SPLIT.open("w", newline="") as f:
         w = csv.writer(f)
