@@ -107,3 +107,8 @@ def test_extending_the_split_moves_no_case(run, tmp_path, monkeypatch):
     text = (tmp_path / "split.csv").read_text()
     run.extend_split()  # nothing missing: a no-op
     assert (tmp_path / "split.csv").read_text() == text
+
+
+def test_totals_of_an_empty_part(run):
+    """A part with no case (only held cases named with --cases) prints, not crashes."""
+    assert run.totals([]) == ["no cases"]

@@ -287,6 +287,8 @@ def group(row: dict) -> str:
 
 
 def totals(rows: list[dict]) -> list[str]:
+    if not rows:  # e.g. --cases naming only held cases: the dev part is empty
+        return ["no cases"]
     lines = []
     for g in ("in-catalogue", "outside", "control"):
         sub = [r for r in rows if group(r) == g]
