@@ -89,3 +89,26 @@ def test_the_split_is_made_once(run, tmp_path, monkeypatch):
     assert (tmp_path / "split.csv").read_text() == first
     parts = [line.split(",")[1] for line in first.strip().splitlines()[1:]]
     assert set(parts) == {"dev", "held"}
+
+
+def test_extending_the_split_moves_no_case(run, tmp_path, monkeypatch):
+    """Cases added after the split get a part; the parts already drawn never change."""
+    monkeypatch.setattr(run, "SPLIT", tmp_path / "split.csv")
+    names = sorted(run.read_truth())
+    early, late = names[:-6], names[-6:]
+    (tmp_path / "split.csv").write_text(
+        "case,part\n" + "".join(f"{n},{'held' if i % 2 else 'dev'}\n" for i, n in enumerate(early)))
+    before = run.read_split()
+    run.extend_split()
+    after = run.read_split()
+    assert {n: after[n] for n in early} == before
+    assert sorted(after) == names
+    assert sorted(after[n] for n in late) == ["dev"] * 3 + ["held"] * 3
+    text = (tmp_path / "split.csv").read_text()
+    run.extend_split()  # nothing missing: a no-op
+    assert (tmp_path / "split.csv").read_text() == text
+
+
+def test_totals_of_an_empty_part(run):
+    """A part with no case (only held cases named with --cases) prints, not crashes."""
+    assert run.totals([]) == ["no cases"]

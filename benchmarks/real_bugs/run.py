@@ -4,6 +4,7 @@
     python benchmarks/real_bugs/run.py                     # passive (and active) diagnosis
     python benchmarks/real_bugs/run.py --split held --markdown TABLE.md
     python benchmarks/real_bugs/run.py --make-split        # once, when the corpus is complete
+    python benchmarks/real_bugs/run.py --extend-split      # cases added later join a part
 
 A case is `cases/<name>.py` (see FORMAT.md).  The ground truth is `truth.csv`, written
 before either diagnosis ran on the case.  Scoring:
@@ -93,6 +94,33 @@ def make_split() -> None:
         for name in sorted(names):
             w.writerow([name, "held" if name in held else "dev"])
     print(f"wrote {SPLIT} ({n_held} held, {len(names) - n_held} dev, seed {SPLIT_SEED})")
+
+
+def extend_split() -> None:
+    """Give the cases that truth.csv has and split.csv lacks a part, at random with the
+    same fixed seed, half of them held (an odd one out by a coin flip from the same seeded
+    generator); the rows already in split.csv are never redrawn, so a batch of cases added
+    after the split moves no case that was already scored."""
+    parts = read_split()
+    if not parts:
+        raise SystemExit(f"no {SPLIT.name} yet: run --make-split first")
+    missing = sorted(set(read_truth()) - set(parts))
+    if not missing:
+        print(f"every case in {TRUTH.name} already has a part in {SPLIT.name}")
+        return
+    rng = random.Random(SPLIT_SEED)
+    rng.shuffle(missing)
+    n_held = int(len(missing) * HELD_FRACTION)
+    if n_held < len(missing) * HELD_FRACTION and rng.random() < HELD_FRACTION:
+        n_held += 1  # an odd batch: its last case is held with probability 1/2, not never
+    parts.update({name: "held" if i < n_held else "dev" for i, name in enumerate(missing)})
+    with SPLIT.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["case", "part"])
+        for name in sorted(parts):
+            w.writerow([name, parts[name]])
+    print(f"added {len(missing)} case(s) to {SPLIT} ({n_held} held, {len(missing) - n_held} "
+          f"dev, seed {SPLIT_SEED}): " + ", ".join(f"{n} {parts[n]}" for n in sorted(missing)))
 
 
 def select(names: list[str], cases: str | None, part: str) -> list[str]:
@@ -259,6 +287,8 @@ def group(row: dict) -> str:
 
 
 def totals(rows: list[dict]) -> list[str]:
+    if not rows:  # e.g. --cases naming only held cases: the dev part is empty
+        return ["no cases"]
     lines = []
     for g in ("in-catalogue", "outside", "control"):
         sub = [r for r in rows if group(r) == g]
@@ -328,6 +358,8 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--harm", action="store_true", help="buggy vs fixed on seeds 0-2 -> harm.csv")
     p.add_argument("--make-split", action="store_true", help="split the corpus once (dev/held)")
+    p.add_argument("--extend-split", action="store_true",
+                   help="give cases added after the split a part, moving no other case")
     p.add_argument("--cases", help="comma-separated case names (default: all)")
     p.add_argument("--split", default="all", choices=("dev", "held", "all"))
     p.add_argument("--no-active", action="store_true", help="skip fl.investigate")
@@ -335,6 +367,8 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     if args.make_split:
         return make_split()
+    if args.extend_split:
+        return extend_split()
     names = select(case_names(), args.cases, args.split)
     if args.harm:
         return run_harm(names)
