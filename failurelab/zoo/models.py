@@ -152,6 +152,8 @@ def _finish(body: nn.Sequential, head: nn.Module, k: Knobs, probs: str | None) -
     output = None
     if k.output in ("probs", "probs_nll"):
         output = nn.Softmax(dim=-1) if probs == "softmax" else nn.Sigmoid()
+    elif k.output == "relu":  # every negative logit clipped to 0
+        output = nn.ReLU()
     cut_at = None if k.cut is None else round(k.cut * len(body))
     return Net(body, head, output, cut_at)
 
