@@ -24,6 +24,7 @@ class Knobs:
     relu_bias: float = 0.0  # bias added before the first ReLU
     dropout: float | None = None  # None: the family's own rate
     output: str = "logits"  # "probs": softmax/sigmoid at the end of the model; "relu": a ReLU
+    #                         ("shared_relu": the body's own ReLU module, called again)
     depth: int | None = None  # None: the family's own depth (residual stack)
     normalized: bool = True  # residual stack: LayerNorm and a scaled branch; False: neither,
     #                          and He init
