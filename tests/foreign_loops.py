@@ -320,3 +320,17 @@ def softmax_one_unit(seed=0):
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     return loop(model, opt, lambda p, t: nn.functional.binary_cross_entropy(p.squeeze(1), t.float()),
                 X, y, seed=seed)
+
+
+def relu_probabilities(seed=0):
+    """A ReLU output read as probabilities by a hand-written categorical cross-entropy
+    (each score over its row's sum, as Keras' loss does): a row clipped to 0 is 0/0."""
+    torch.manual_seed(seed)
+    X, y = data(d=10, k=3, seed=seed)
+    model = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 3), nn.ReLU())
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def loss_fn(out, t):
+        p = (out / out.sum(1, keepdim=True)).clamp(1e-7, 1 - 1e-7)
+        return -p.gather(1, t[:, None]).log().mean()
+    return loop(model, opt, loss_fn, X, y, steps=50, seed=seed)

@@ -99,10 +99,12 @@ def test_a_relu_on_the_logits_is_named_and_the_same_loop_without_it_is_not(seed)
     assert fl.diagnose(fixed).top != "output_activation_mismatch"
 
 
-@pytest.mark.parametrize("loop", ["sigmoid_regression", "softmax_one_unit"])
+@pytest.mark.parametrize("loop", ["sigmoid_regression", "softmax_one_unit",
+                                  "relu_probabilities"])
 def test_an_output_range_that_excludes_the_targets_is_named_in_its_other_forms(loop):
-    """A sigmoid head pinned at 1 below targets near 50, and a softmax over one unit
-    (exactly 1 for every input): the two other routes to the same cause."""
+    """A sigmoid head pinned at 1 below targets near 50, a softmax over one unit
+    (exactly 1 for every input), and a ReLU output divided by its row's sum (0/0 at the
+    first step): the other routes to the same cause."""
     history = getattr(foreign_loops, loop)(0)
     d = fl.diagnose(history)
     assert d.top == "output_activation_mismatch", str(d)

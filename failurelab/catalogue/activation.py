@@ -6,7 +6,7 @@ from ..basics.recipes import Scale, Set
 from ..evidence.experiments import Outcome as O
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
-from .conditions import ALL_CONNECTED, FINITE, INPUTS_SCALED, INPUTS_SMALL, LEARNS, STEPS_SANE, STUCK
+from .conditions import ALL_CONNECTED, DATA_FINITE, FINITE, INPUTS_SCALED, INPUTS_SMALL, LEARNS, STEPS_SANE, STUCK
 from .fault import Chinese, Fault
 
 SATURATED_SIGMOID = Fault(
@@ -313,7 +313,10 @@ OUTPUT_ACTIVATION_MISMATCH = Fault(
     # distribution: wrong_loss's evidence, made by this mechanism; and where the ReLU
     # shuts every class unit for every sample, no gradient is left at all (seed 9 of the
     # lab), zero_grad_misplaced's evidence.
-    explains=("wrong_loss", "zero_grad_misplaced"),
+    # A model whose output cannot reach its targets learns nothing, which shuffled
+    # labels' route reads too (so_48221692: the training loss above the validation loss
+    # by the two splits' target spread alone).
+    explains=("wrong_loss", "zero_grad_misplaced", "shuffled_labels"),
     signature=Signature((
         C("output_relu_share", ">=", 0.3, "share of steps whose output is a ReLU's output",
           "the output's std equals a ReLU module's own to float rounding (1e-3): one "
@@ -371,7 +374,25 @@ OUTPUT_ACTIVATION_MISMATCH = Fault(
                  "就是 1）"),
     ), "every output row is the same constant distribution - is softmax taken over a "
        "single output unit?",
-       verdict_zh="每一行输出都是同一个常数分布：是不是在单个输出单元上做了 softmax？"),),
+       verdict_zh="每一行输出都是同一个常数分布：是不是在单个输出单元上做了 softmax？"),
+          Signature((
+        C("output_relu_share", ">=", 0.3, "share of steps whose output is a ReLU's output",
+          "as above: the output is a ReLU's, so whole rows of it can be exactly 0",
+          log=False, unit=0.05,
+          label_zh="输出就是某个 ReLU 输出的步数比例",
+          why_zh="同上：输出是一个 ReLU 的输出，所以整行都可能恰好为 0"),
+        C("first_nonfinite", "<=", 0, "first non-finite loss at step",
+          "the loss is NaN/Inf at the very first step, before any update: a loss that "
+          "reads the output as probabilities (its log, or each entry over its row's sum) "
+          "meets a row clipped to 0 (log 0, 0/0)", log=False, role="effect",
+          label_zh="第一个非有限损失出现在第几步",
+          why_zh="损失在第一步、任何更新之前就是 NaN/Inf：一个把输出当作概率来读的损失（取对数，或每个元素除以"
+                 "它所在行的和）碰上了被截成 0 的一行（log 0、0/0）"),
+        DATA_FINITE,
+    ), "the output is a ReLU's and the loss is non-finite from the first step - is the "
+       "output read as probabilities without a softmax?",
+       verdict_zh="输出是一个 ReLU 的输出，而损失从第一步起就是非有限的：是不是没有经过 softmax 就把输出当作概"
+                  "率来读？"),),
     outcome=Signature((
         C("output_relu_share", "<=", 0.1, "share of steps whose output is a ReLU's output",
           "the logits are the last Linear layer's, free to go below 0", log=False,
