@@ -286,3 +286,51 @@ def validated_classifier(seed=0, mixup=None, noisy=0.0):
                 model.train()
             mon.record(loss, **extra)
     return mon.history
+
+
+def relu_on_logits(seed=0, fixed=False):
+    """A classifier whose last Linear layer is followed by a ReLU, as its hidden layers
+    are, trained with CrossEntropyLoss: no logit can go below 0 (the PyTorch quickstart
+    shipped this).  `fixed=True`: the same loop without that ReLU."""
+    torch.manual_seed(seed)
+    X, y = data(d=10, k=4, seed=seed)
+    layers = [nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 4)] + ([] if fixed else [nn.ReLU()])
+    model = nn.Sequential(*layers)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    return loop(model, opt, nn.CrossEntropyLoss(), X, y, seed=seed)
+
+
+def sigmoid_regression(seed=0):
+    """A regression head ending in nn.Sigmoid, whose output stays in (0, 1), fitted with
+    MSE to targets around 50."""
+    torch.manual_seed(seed)
+    X, y = data(d=6, seed=seed)
+    model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 1), nn.Sigmoid())
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    return loop(model, opt, lambda out, t: ((out.squeeze(1) - t) ** 2).mean(), X, 50 + 5 * y,
+                seed=seed)
+
+
+def softmax_one_unit(seed=0):
+    """A binary classifier whose single output unit goes through softmax, exp(z)/exp(z)
+    = 1 for every input, trained with BCELoss on that 'probability'."""
+    torch.manual_seed(seed)
+    X, y = data(d=8, k=2, seed=seed)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1), nn.Softmax(dim=1))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    return loop(model, opt, lambda p, t: nn.functional.binary_cross_entropy(p.squeeze(1), t.float()),
+                X, y, seed=seed)
+
+
+def relu_probabilities(seed=0):
+    """A ReLU output read as probabilities by a hand-written categorical cross-entropy
+    (each score over its row's sum, as Keras' loss does): a row clipped to 0 is 0/0."""
+    torch.manual_seed(seed)
+    X, y = data(d=10, k=3, seed=seed)
+    model = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 3), nn.ReLU())
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def loss_fn(out, t):
+        p = (out / out.sum(1, keepdim=True)).clamp(1e-7, 1 - 1e-7)
+        return -p.gather(1, t[:, None]).log().mean()
+    return loop(model, opt, loss_fn, X, y, steps=50, seed=seed)

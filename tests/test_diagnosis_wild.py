@@ -88,6 +88,29 @@ def test_softmax_applied_in_the_loop_is_named_from_the_loss_itself(seed):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
+def test_a_relu_on_the_logits_is_named_and_the_same_loop_without_it_is_not(seed):
+    """The output is a ReLU module's own output (the two instruments read one tensor)
+    under a softmax cross-entropy: named even where the loss falls; without the ReLU
+    the same loop names nothing."""
+    d = fl.diagnose(foreign_loops.relu_on_logits(seed))
+    assert d.top == "output_activation_mismatch" and "ReLU" in d.causes[0][2], str(d)
+    fixed = foreign_loops.relu_on_logits(seed, fixed=True)
+    assert measure(fixed, ["output_relu_share"])["output_relu_share"] == 0
+    assert fl.diagnose(fixed).top != "output_activation_mismatch"
+
+
+@pytest.mark.parametrize("loop", ["sigmoid_regression", "softmax_one_unit",
+                                  "relu_probabilities"])
+def test_an_output_range_that_excludes_the_targets_is_named_in_its_other_forms(loop):
+    """A sigmoid head pinned at 1 below targets near 50, a softmax over one unit
+    (exactly 1 for every input), and a ReLU output divided by its row's sum (0/0 at the
+    first step): the other routes to the same cause."""
+    history = getattr(foreign_loops, loop)(0)
+    d = fl.diagnose(history)
+    assert d.top == "output_activation_mismatch", str(d)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
 def test_inputs_all_in_one_raw_unit_are_named_not_the_initialisation(seed):
     """No spread between the features, but values near 1000 make the fresh model's
     logits oversized, which a 10x initialisation also does: bad_init is not named where

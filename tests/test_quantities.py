@@ -53,6 +53,8 @@ def synthetic() -> pd.DataFrame:
         "grad_norm/b.bias": 0 * const,
         "act_mean/relu": const, "dead_frac/relu": DEAD,
         "act_mean/sig": const, "saturated_frac/sig": 0.05 * const,
+        # the model's output is the ReLU's for the first half, the sigmoid's after
+        "act_std/relu": np.where(STEP < 30, 0.5, 0.7), "act_std/sig": np.where(STEP < 30, 0.3, 0.5),
         "input_absmax": 3 * const, "input_std_ratio": 2 * const, "input_nonfinite": 0 * const,
         "batch_size": 32 * const, "eval_input_shift": eval_shift,
         "output_std": 0.5 * const, "output_grad_zero_frac": 0.03 * const,
@@ -115,6 +117,8 @@ def _expected() -> dict[str, float]:
         "output_scale_start": 0.5, "output_grad_zero_median": 0.03,
         "output_grad_floor": 1e-9, "output_prob_share": 0.0, "output_logprob_share": 0.0,
         "soft_target_share": 0.0, "loss_vs_output_ce": 0.0, "loss_vs_softmax_twice": 1.0,
+        "output_relu_share": 0.5, "output_saturated_end": 0.05, "output_softmax_share": 1.0,
+        "output_std_end": 0.5,
         "float16_share": 0.0,  # 1e-9 is under float16's smallest number: not on its grid
         "loss_scaled_share": 0.0, "input_nonfinite_total": 0.0,
         "val_acc_best": max(VAL_ACC), "val_acc_end": VAL_ACC[-1], "val_loss_end": VAL_LOSS[-1],

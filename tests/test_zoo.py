@@ -227,6 +227,14 @@ def test_wrong_loss_feeds_probabilities_to_the_loss():
         assert torch.allclose(out.sum(1), torch.ones(len(out))) and (out >= 0).all()
 
 
+def test_output_activation_mismatch_clips_the_logits_at_zero():
+    for severity in zoo.FAULTS["output_activation_mismatch"].severities:
+        loop = build(_case("bag", "output_activation_mismatch", severity))
+        with torch.no_grad():
+            out = loop.model(loop.next_batch(0)[0])
+        assert (out >= 0).all() and (out == 0).any()
+
+
 def test_unsafe_loss_and_the_deep_unnormalised_stack_turn_the_loss_non_finite():
     for severity in zoo.FAULTS["unsafe_log_loss"].severities:
         h = _run(_case("bag", "unsafe_log_loss", severity))

@@ -14,7 +14,7 @@ TASKS = ("tabular", "sequence")
 OPTIMIZERS = ("sgd", "adam")
 DTYPES = ("float32", "float16", "bfloat16")
 LABELS = ("aligned", "shuffled")
-OUTPUTS = ("logits", "softmax")
+OUTPUTS = ("logits", "softmax", "relu")
 LOG_SOFTMAX = ("fused", "by_hand")
 LOADERS = ("batched", "per_sample")
 ZERO_GRAD_AT = ("before_backward", "before_step")
@@ -51,7 +51,8 @@ class Recipe:
     init_scale: float = 1.0  # multiplies every weight matrix after PyTorch's default init
     sigmoid_gain: float = 1.0  # extra multiplier on the weights feeding the sigmoid layer
     relu_bias: float = 0.0  # initial bias of the layer feeding the ReLU
-    output: str = "logits"  # "softmax" ends the model in softmax before cross-entropy
+    output: str = "logits"  # "softmax" ends the model in softmax before cross-entropy,
+    #                         "relu" in a ReLU (logits clipped at 0)
     mask_padding: bool = True  # hide pad tokens from attention (sequence)
     mask_inverted: bool = False  # mask the real tokens instead of the pads (sequence)
 

@@ -6,7 +6,7 @@ from ..basics.recipes import Scale, Set
 from ..evidence.experiments import Outcome as O
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
-from .conditions import ALL_CONNECTED, FINITE, INPUTS_SCALED, INPUTS_SMALL, STEPS_SANE, STUCK
+from .conditions import ALL_CONNECTED, DATA_FINITE, FINITE, INPUTS_SCALED, INPUTS_SMALL, LEARNS, STEPS_SANE, STUCK
 from .fault import Chinese, Fault
 
 SATURATED_SIGMOID = Fault(
@@ -271,4 +271,137 @@ INIT_TOO_SMALL = Fault(
        verdict_zh="更大的学习率什么也不改变：梯度消失在权重之中"),
 )
 
-FAULTS = (SATURATED_SIGMOID, DEAD_RELU, BAD_INIT, INIT_TOO_SMALL)
+OUTPUT_ACTIVATION_MISMATCH = Fault(
+    name="output_activation_mismatch",
+    title="The output activation cannot express the targets (ReLU on the logits)",
+    family="activation", task="tabular", shape="healthy", phenomenon=None,
+    # A class whose output unit the ReLU shuts for every sample is never predicted: the
+    # loss then stops high (seeds 0-9: a plateau on 3, oscillating on 1, healthy on 6;
+    # a class lost on 5); where none dies only the output's range shows the bug.
+    other_shapes=("plateau", "oscillating"),
+    symptom="The model's output is a ReLU's output: no logit is ever below 0. On half "
+            "the seeds one or two classes get a logit of 0 for every sample within a "
+            "few steps; they are never predicted (worst-class recall 0) and accuracy "
+            "ends between 0.27 and 0.73. On the others training looks healthy.",
+    cause="A ReLU after the last Linear layer clips every negative logit to 0, but "
+          "CrossEntropyLoss needs negative logits to say \"unlikely\". A wrong class "
+          "cannot be pushed below 0, and a logit stuck below 0 passes no gradient, so "
+          "a class whose unit goes negative for every input stays dead.",
+    experiment="Remove only the final ReLU and keep everything else: the loss falls "
+               "like the baseline's and no class is lost. The hidden ReLU layers are "
+               "untouched, so it was the output's range, not dead hidden units.",
+    fix="End the model in a Linear layer and let the loss apply softmax; choose an "
+        "output activation only when its range is the targets' range.",
+    zh=Chinese(
+        title="输出激活函数表达不了目标（logits 上加了 ReLU）",
+        symptom="模型的输出就是一个 ReLU 的输出：没有任何 logit 小于 0。在一半的种子上，一两个类别在几步之"
+                "内就对每个样本都得到 0 的 logit；它们永远不会被预测（最差类别召回率为 0），准确率最终在 0.27"
+                " 到 0.73 之间。在其余种子上训练看起来是健康的。",
+        cause="最后一个 Linear 层之后的 ReLU 把每个负的 logit 截成 0，但 CrossEntropyLoss 需要负的 logit"
+              " 来表达“不太可能”。错误的类别无法被压到 0 以下，而卡在 0 以下的 logit 传不回梯度，所以一个"
+              "对每个输入都变成负值的类别单元就一直死着。",
+        experiment="只去掉最后的 ReLU，其他一切不变：损失像基线一样下降，也不会丢掉任何类别。隐藏层的 ReLU"
+                   " 没有动，所以问题在输出的取值范围，而不是死掉的隐藏单元。",
+        fix="让模型以一个 Linear 层结尾，由损失函数去做 softmax；只有当输出激活函数的取值范围就是目标的取"
+            "值范围时才使用它。"),
+    edit=(Set("output", "relu"),),
+    repair=(Set("output", "logits"),),
+    probe=(Set("output", "logits"),),
+    # No arm of `investigate` changes the output's activation; one that replaced the
+    # module producing the output by the identity would tell (gain[...] better).
+    # A softmax over one unit outputs exactly 1, a row that is also a probability
+    # distribution: wrong_loss's evidence, made by this mechanism; and where the ReLU
+    # shuts every class unit for every sample, no gradient is left at all (seed 9 of the
+    # lab), zero_grad_misplaced's evidence.
+    # A model whose output cannot reach its targets learns nothing, which shuffled
+    # labels' route reads too (so_48221692: the training loss above the validation loss
+    # by the two splits' target spread alone).
+    explains=("wrong_loss", "zero_grad_misplaced", "shuffled_labels"),
+    signature=Signature((
+        C("output_relu_share", ">=", 0.3, "share of steps whose output is a ReLU's output",
+          "the output's std equals a ReLU module's own to float rounding (1e-3): one "
+          "tensor read by two instruments, which holds at every step; two different "
+          "tensors agreed on at most 2 steps in 300 of a healthy run. Its entries are "
+          "then >= 0", log=False, unit=0.05,
+          label_zh="输出就是某个 ReLU 输出的步数比例",
+          why_zh="输出的标准差与某个 ReLU 模块自己的标准差在浮点舍入 (1e-3) 内相等：这是两个探针读到的同一个张"
+                 "量，每一步都成立；在健康运行中，两个不同的张量在 300 步里至多有 2 步这样吻合。于是它的元素都"
+                 " >= 0"),
+        C("output_softmax_share", ">=", 0.5, "share of steps whose output gradient is a "
+          "softmax cross-entropy's",
+          "the gradient's rows sum to 0, as softmax's p - y does: the loss takes a softmax "
+          "of that output, and needs negative logits for the classes it rules out (a "
+          "regression loss on a ReLU output may have targets >= 0 that the ReLU reaches)",
+          log=False, unit=0.1, role="guard",
+          label_zh="输出梯度为 softmax 交叉熵梯度的步数比例",
+          why_zh="梯度的每一行之和为 0，正如 softmax 的 p - y 那样：损失对这个输出取了 softmax，需要用负的 logit"
+                 " 来排除类别（ReLU 输出上的回归损失，目标可能 >= 0，ReLU 够得着）"),
+    ), "the logits pass through a ReLU, so none can go below 0 - is there an activation "
+       "after the last layer?",
+       verdict_zh="logits 经过了一个 ReLU，所以没有一个能低于 0：最后一层之后是不是还有一个激活函数？"),
+    also=(Signature((
+        C("output_saturated_end", ">=", 0.9, "saturated share of the output at the end",
+          "the output is a sigmoid/tanh module's own output and nine in ten of its "
+          "entries sit within 1% of a bound of its range", log=False, unit=0.05,
+          label_zh="结束时输出的饱和比例",
+          why_zh="输出就是一个 sigmoid/tanh 模块自己的输出，而且它十个元素中有九个离取值范围的边界不到 1%"),
+        C("output_std_end", "<=", 0.01, "std of the output at the end",
+          "every row is at the same bound: rows split between the two bounds (a "
+          "confident classifier) have a std of 0.1 or more once one in a hundred is at "
+          "the other", role="guard",
+          label_zh="结束时输出的标准差",
+          why_zh="每一行都在同一个边界上：分布在两个边界上的行（一个自信的分类器）只要有百分之一在另一端，标"
+                 "准差就有 0.1 或更大"),
+        STUCK,
+    ), "every output sits at the same bound of its activation's range and the loss does "
+       "not fall: the targets lie beyond that bound - is the output activation's range "
+       "the targets' range?",
+       verdict_zh="每个输出都停在其激活函数取值范围的同一个边界上，而损失不下降：目标在那个边界之外。输出激活"
+                  "函数的取值范围是目标的取值范围吗？"),
+          Signature((
+        C("output_std_end", "<=", 1e-6, "std of the output at the end",
+          "every entry of every row is the same number: the output ignores the input "
+          "and the weights (a softmax over a single unit is exp(z)/exp(z) = 1)",
+          label_zh="结束时输出的标准差",
+          why_zh="每一行的每个元素都是同一个数：输出与输入和权重都无关（单个单元上的 softmax 是 exp(z)/exp(z) "
+                 "= 1）"),
+        C("output_prob_share", ">=", 0.9, "median share of output rows that are "
+          "probabilities", "the rows are probability distributions: a softmax made "
+          "them, and with every entry equal each row is uniform (1 for one unit)",
+          log=False, unit=0.05, role="guard",
+          label_zh="输出行为概率分布的比例的中位数",
+          why_zh="这些行是概率分布：是 softmax 造出来的；所有元素都相等时，每一行都是均匀分布（只有一个单元时"
+                 "就是 1）"),
+    ), "every output row is the same constant distribution - is softmax taken over a "
+       "single output unit?",
+       verdict_zh="每一行输出都是同一个常数分布：是不是在单个输出单元上做了 softmax？"),
+          Signature((
+        C("output_relu_share", ">=", 0.3, "share of steps whose output is a ReLU's output",
+          "as above: the output is a ReLU's, so whole rows of it can be exactly 0",
+          log=False, unit=0.05,
+          label_zh="输出就是某个 ReLU 输出的步数比例",
+          why_zh="同上：输出是一个 ReLU 的输出，所以整行都可能恰好为 0"),
+        C("first_nonfinite", "<=", 0, "first non-finite loss at step",
+          "the loss is NaN/Inf at the very first step, before any update: a loss that "
+          "reads the output as probabilities (its log, or each entry over its row's sum) "
+          "meets a row clipped to 0 (log 0, 0/0)", log=False, role="effect",
+          label_zh="第一个非有限损失出现在第几步",
+          why_zh="损失在第一步、任何更新之前就是 NaN/Inf：一个把输出当作概率来读的损失（取对数，或每个元素除以"
+                 "它所在行的和）碰上了被截成 0 的一行（log 0、0/0）"),
+        DATA_FINITE,
+    ), "the output is a ReLU's and the loss is non-finite from the first step - is the "
+       "output read as probabilities without a softmax?",
+       verdict_zh="输出是一个 ReLU 的输出，而损失从第一步起就是非有限的：是不是没有经过 softmax 就把输出当作概"
+                  "率来读？"),),
+    outcome=Signature((
+        C("output_relu_share", "<=", 0.1, "share of steps whose output is a ReLU's output",
+          "the logits are the last Linear layer's, free to go below 0", log=False,
+          unit=0.05,
+          label_zh="输出就是某个 ReLU 输出的步数比例",
+          why_zh="logits 来自最后一个 Linear 层，可以低于 0"),
+        LEARNS,
+    ), "without the final ReLU the loss falls like the baseline's",
+       verdict_zh="去掉最后的 ReLU，损失像基线一样下降"),
+)
+
+FAULTS = (SATURATED_SIGMOID, DEAD_RELU, BAD_INIT, INIT_TOO_SMALL, OUTPUT_ACTIVATION_MISMATCH)

@@ -25,6 +25,7 @@ EXPERIMENTS: dict[str, str] = {
     "03-1": "lr_too_small", "03-2": "dropout_too_strong", "03-3": "weight_decay_too_large",
     "03-4": "batch_too_small", "03-5": "exploding_gradients",
     "04-1": "dead_relu", "04-2": "bad_init",
+    "04-3": "output_activation_mismatch",
     "05-1": "fp16_no_scaling", "05-2": "fp16_overflow", "05-3": "clip_before_unscale",
     "05-4": "log_softmax_by_hand",
     "06-1": "wrong_loss", "06-2": "eval_mode_forgotten", "06-3": "bad_padding_mask",

@@ -28,6 +28,7 @@ from .thresholds import LOSS_ROSE, LOSS_WRECKED
 NAN = math.nan
 EARLY = 0.05  # the first 5% of the steps (at least MIN_WINDOW) is "the start"
 LATE = 0.2  # the last 20% of the steps is "the end"
+OUTPUT_SAME = 1e-3  # relative: two instruments' std of one tensor agree to float rounding
 MIN_WINDOW = 5
 
 
@@ -542,6 +543,68 @@ def output_prob_share(h):
     return _median(_column(h, "output_prob_frac"))
 
 
+def _as_output(h, failure: str) -> list[tuple[pd.Series, pd.Series]]:
+    """For each activation module with a `failure` column ("dead_frac" for ReLU,
+    "saturated_frac" for sigmoid/tanh): on the steps where both are measured, whether
+    the model's output is that module's own output (its std equals the module's, to
+    float rounding: the same tensor, read by two instruments), and the failure share.
+    A layer's input read as an activation (`<layer>.input`) cannot be the output."""
+    out = _column(h, "output_std")
+    if out is None:
+        return []
+    pairs = []
+    for c in h.columns:
+        name = c.split("/", 1)[1] if c.startswith(failure + "/") else ""
+        if not name or name.endswith(".input") or f"act_std/{name}" not in h:
+            continue
+        std, failed = h[f"act_std/{name}"], h[c]
+        both = np.isfinite(out.to_numpy(dtype=float)) & np.isfinite(std.to_numpy(dtype=float))
+        if both.any():
+            same = (std[both] - out[both]).abs() <= OUTPUT_SAME * out[both].abs() + 1e-7
+            pairs.append((same, failed[both]))
+    return pairs
+
+
+def output_relu_share(h):
+    """Share of the steps on which the model's output is a ReLU module's own output
+    (largest over ReLU modules): every entry >= 0, every negative value clipped to 0.
+    Logits cannot say "unlikely" that way; 0 for a model whose output is no ReLU's."""
+    pairs = _as_output(h, "dead_frac")
+    if not pairs:
+        return _none_of_that_kind(h) if _column(h, "output_std") is not None else NAN
+    return max(float(same.mean()) for same, _ in pairs)
+
+
+def output_saturated_end(h):
+    """Median, over the last 20% of the steps, of the share of the model's output
+    entries within 1% of a bound of its sigmoid/tanh range, read on the steps where the
+    output is that module's own output (largest over such modules; 0 for a model whose
+    output is none)."""
+    pairs = _as_output(h, "saturated_frac")
+    if not pairs:
+        return _none_of_that_kind(h) if _column(h, "output_std") is not None else NAN
+    tails = [_median(_tail(failed[same])) for same, failed in pairs if same.any()]
+    return max(tails) if tails else 0.0
+
+
+def output_softmax_share(h):
+    """Share of the steps whose gradient at the output is a softmax cross-entropy's: its
+    rows sum to 0, as softmax's p - y does whatever the label (`output_soft_target_frac`
+    is measured exactly on those steps); a regression loss's gradient, or one logit's,
+    does not.  NaN when the output's gradient was not recorded."""
+    if "output_soft_target_frac" not in h or _column(h, "output_std") is None:
+        return NAN
+    measured = np.isfinite(h["output_std"].to_numpy(dtype=float))
+    return float(h["output_soft_target_frac"][measured].notna().mean()) if measured.any() else NAN
+
+
+def output_std_end(h):
+    """Median std of the model's output entries over the last 20% of the steps: 0 when
+    every entry of every row is the same number (the output ignores its input)."""
+    s = _values(h, "output_std")
+    return float(_tail(s).median()) if s is not None and len(s) else NAN
+
+
 def output_logprob_share(h):
     """Median share of output rows that are log-probabilities (<= 0, exp sums to 1)."""
     return _median(_column(h, "output_logprob_frac"))
@@ -1034,6 +1097,10 @@ DECLARED = (
     declare(output_grad_floor, ("output_grad_min",), "output_gradient"),
     declare(output_prob_share, ("output_prob_frac",), "outputs"),
     declare(output_logprob_share, ("output_logprob_frac",), "outputs"),
+    declare(output_relu_share, ("output_std", "act_std/", "dead_frac/"), "outputs"),
+    declare(output_saturated_end, ("output_std", "act_std/", "saturated_frac/"), "outputs"),
+    declare(output_softmax_share, ("output_soft_target_frac", "output_std"), "output_gradient"),
+    declare(output_std_end, ("output_std",), "outputs"),
     declare(soft_target_share, ("output_soft_target_frac",), "output_gradient"),
     declare(loss_vs_output_ce, ("loss", "output_ce"), "implied_loss"),
     declare(loss_vs_softmax_twice, ("loss", "output_ce_twice"), "implied_loss"),

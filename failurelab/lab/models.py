@@ -34,7 +34,7 @@ class TabularMLP(nn.Module):
     `depth` > 0 stacks that many residual blocks after the ReLU layer (none by default:
     no module is created and no random number drawn, so the baseline is unchanged)."""
 
-    def __init__(self, hidden: int, dropout: float, softmax_output: bool, depth: int = 0,
+    def __init__(self, hidden: int, dropout: float, output: str = "logits", depth: int = 0,
                  residual_scale: float = 1.0):
         super().__init__()
         self.fc1 = nn.Linear(N_FEATURES, hidden)
@@ -45,8 +45,7 @@ class TabularMLP(nn.Module):
                                       for _ in range(depth)]) if depth else None
         self.drop = nn.Dropout(dropout)
         self.head = nn.Linear(hidden, N_CLASSES)
-        # A classifier that ends in softmax, fed to cross-entropy, applies softmax twice.
-        self.softmax = nn.Softmax(dim=-1) if softmax_output else None
+        self.output = output_layer(output)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, 16) -> (B, 3)
         h = self.relu(self.fc2(self.sigmoid(self.fc1(x))))
@@ -54,7 +53,7 @@ class TabularMLP(nn.Module):
             h = self.blocks(h)  # (B, hidden): each block adds to h, nothing rescales it
         h = self.drop(h)
         out = self.head(h)
-        return self.softmax(out) if self.softmax is not None else out
+        return self.output(out) if self.output is not None else out
 
 
 class AttentionPool(nn.Module):
@@ -84,30 +83,36 @@ class AttentionPool(nn.Module):
 class SequenceClassifier(nn.Module):
     """Embedding → attention pooling → ReLU head → 2 classes."""
 
-    def __init__(self, dim: int, mask_padding: bool, mask_inverted: bool, softmax_output: bool):
+    def __init__(self, dim: int, mask_padding: bool, mask_inverted: bool, output: str = "logits"):
         super().__init__()
         self.embed = nn.Embedding(VOCAB + 1, dim)
         self.pool = AttentionPool(dim, mask_padding, mask_inverted)
         self.fc = nn.Linear(dim, dim)
         self.relu = nn.ReLU()
         self.head = nn.Linear(dim, SEQ_CLASSES)
-        self.softmax = nn.Softmax(dim=-1) if softmax_output else None
+        self.output = output_layer(output)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # (B, T) -> (B, 2)
         pooled = self.pool(self.embed(tokens), tokens)
         out = self.head(self.relu(self.fc(pooled)))
-        return self.softmax(out) if self.softmax is not None else out
+        return self.output(out) if self.output is not None else out
+
+
+def output_layer(output: str) -> nn.Module | None:
+    """What the model applies to its logits before they reach the cross-entropy: nothing
+    (the healthy "logits"); softmax, which the loss then applies again; or a ReLU, which
+    clips every negative logit to 0, so no class can be scored below the others' floor."""
+    return {"logits": None, "softmax": nn.Softmax(dim=-1), "relu": nn.ReLU()}[output]
 
 
 def make_model(recipe) -> nn.Module:
     """Build the recipe's model with PyTorch's default init, then apply the init knobs."""
-    softmax_output = recipe.output == "softmax"
     if recipe.task == "tabular":
-        model = TabularMLP(recipe.hidden, recipe.dropout, softmax_output, recipe.depth,
+        model = TabularMLP(recipe.hidden, recipe.dropout, recipe.output, recipe.depth,
                            recipe.residual_scale)
     else:
         model = SequenceClassifier(recipe.hidden, recipe.mask_padding, recipe.mask_inverted,
-                                   softmax_output)
+                                   recipe.output)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.dim() >= 2:

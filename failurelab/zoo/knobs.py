@@ -23,7 +23,8 @@ class Knobs:
     saturating_gain: float = 1.0  # weights feeding the first sigmoid/tanh, multiplied
     relu_bias: float = 0.0  # bias added before the first ReLU
     dropout: float | None = None  # None: the family's own rate
-    output: str = "logits"  # "probs": softmax/sigmoid at the end of the model
+    output: str = "logits"  # "probs": softmax/sigmoid at the end of the model; "relu": a ReLU
+    #                         ("shared_relu": the body's own ReLU module, called again)
     depth: int | None = None  # None: the family's own depth (residual stack)
     normalized: bool = True  # residual stack: LayerNorm and a scaled branch; False: neither,
     #                          and He init

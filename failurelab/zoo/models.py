@@ -152,6 +152,10 @@ def _finish(body: nn.Sequential, head: nn.Module, k: Knobs, probs: str | None) -
     output = None
     if k.output in ("probs", "probs_nll"):
         output = nn.Softmax(dim=-1) if probs == "softmax" else nn.Sigmoid()
+    elif k.output in ("relu", "shared_relu"):  # every negative logit clipped to 0
+        # "shared_relu": the body's own ReLU module called once more on the logits
+        shared = [m for m in body.modules() if isinstance(m, nn.ReLU)][:1]
+        output = shared[0] if k.output == "shared_relu" and shared else nn.ReLU()
     cut_at = None if k.cut is None else round(k.cut * len(body))
     return Net(body, head, output, cut_at)
 
