@@ -99,6 +99,8 @@ WORDS = {
     "batch": Text("{label}, batch {size:g}", "{label}，批大小 {size:g}"),
     "label share": Text("commonest label's share", "最常见标签的比例"),
     "loss weight": Text("loss weight per step", "每步的损失权重"),
+    "target share": Text("gradient share the output does not explain",
+                         "输出解释不了的梯度份额"),
     "mean of step": Text("a mean over the step: 1", "整步上的平均：1"),
     "baseline": Text("baseline", "基线"), "faulty": Text("faulty", "有故障"),
     "baseline vs faulty": Text("baseline vs faulty", "基线与有故障的运行"),
@@ -439,6 +441,14 @@ def implied_loss(runs, ax=None) -> Axes:
     notes = _plot(ax, items, {"loss": _w("training loss"), "output_ce": _w("output ce"),
                               "output_ce_twice": _w("ce twice")})
     return _finish(ax, items, _w("loss"), notes)
+
+
+@_speaks
+def target_share(runs, ax=None) -> Axes:
+    """Share of the output gradient the output does not explain, on a log axis: a
+    regression's targets keep it well above 1e-3; MSE broadcast against one common
+    target leaves float rounding."""
+    return column(runs, "target_grad_share", ax, log=True, ylabel=_w("target share"))
 
 
 @_speaks
