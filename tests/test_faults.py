@@ -34,6 +34,7 @@ def test_the_registry_names_and_order_are_pinned():
         "lr_decayed_too_early", "summed_loss", "negated_loss", "accumulation_not_divided",
         "val_not_normalized", "clip_before_unscale", "log_softmax_by_hand",
         "train_mode_not_restored", "params_not_in_optimizer",
+        "target_broadcast",
     ]
 
 

@@ -25,7 +25,8 @@ ORDER = ("no_zero_grad", "huge_lr", "saturated_sigmoid", "shuffled_labels", "no_
          "inverted_padding_mask", "zero_grad_misplaced", "init_too_small", "label_leakage",
          "lr_decayed_too_early", "summed_loss", "negated_loss", "accumulation_not_divided",
          "val_not_normalized", "clip_before_unscale",
-         "log_softmax_by_hand", "train_mode_not_restored", "params_not_in_optimizer")
+         "log_softmax_by_hand", "train_mode_not_restored", "params_not_in_optimizer",
+         "target_broadcast")
 
 _ALL = {f.name: f for module in (activation, data, evaluation, implementation, numerics,
                                  optimization, performance) for f in module.FAULTS}
