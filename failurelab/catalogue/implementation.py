@@ -695,6 +695,15 @@ TARGET_BROADCAST = Fault(
           why_zh="MSE 的梯度是 w (输出 - 目标)：输出解释不了的部分就是它的目标。广播之后，每个输出都被拉向"
                  "同一个值，即批次目标的均值，梯度恰好是输出的一条直线：只剩浮点舍入，1e-6 及以下。目标在样本"
                  "之间的变化只要达到输出散布的 3%，就已经留下 1e-3"),
+        C("loss_vs_output_ce", ">=", 0.1, "relative distance of the loss from the "
+          "output's own cross-entropy",
+          "a loss that is its output's plain cross-entropy belongs to a classifier, which "
+          "has no targets to broadcast; a regression has no such reading (NaN passes). "
+          "Without it a classifier's history, which never records the target column, "
+          "would leave this fault 'unchecked'", required=False, role="guard",
+          label_zh="损失与输出本身的交叉熵之间的相对距离",
+          why_zh="损失等于输出的普通交叉熵，说明这是一个分类器，它没有可以广播的目标；回归没有这个读数（NaN "
+                 "视为通过）。没有这一条，一个从不记录目标那一列的分类器记录会把这个故障列为“无法检验”"),
     ), "every output is pulled to the same target - does the loss compare (B, 1) outputs "
        "with (B,) targets?",
        verdict_zh="每个输出都被拉向同一个目标：损失是不是在拿 (B, 1) 的输出与 (B,) 的目标比较？"),

@@ -740,7 +740,8 @@ def _keys(ax, items, names, shown_as, missing) -> None:
 FUNCTIONS = {f.__name__: f for f in (
     loss, gradients, update_ratio, activations, inputs, output_gradient, validation,
     accuracy, min_recall, eval_jitter, gradient_cosine, timing, padding, column, weights,
-    outputs, implied_loss, zero_gradients, batches, loss_weight, eval_inputs, train_mode)}
+    outputs, implied_loss, zero_gradients, batches, loss_weight, eval_inputs, train_mode,
+    target_share)}
 
 
 @_speaks
