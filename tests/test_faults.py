@@ -35,6 +35,7 @@ def test_the_registry_names_and_order_are_pinned():
         "val_not_normalized", "clip_before_unscale", "log_softmax_by_hand",
         "train_mode_not_restored", "params_not_in_optimizer",
         "output_activation_mismatch",
+        "target_broadcast",
     ]
 
 

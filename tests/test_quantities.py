@@ -61,7 +61,7 @@ def synthetic() -> pd.DataFrame:
         "output_grad_min": 1e-9 * const, "output_prob_frac": 0 * const,
         "output_logprob_frac": 0 * const, "output_nonfinite": 0 * const,
         "loss_weight": const, "output_backwards": const, "output_soft_target_frac": 0 * const,
-        "output_ce": LOSS, "output_ce_twice": 2 * LOSS,
+        "output_ce": LOSS, "output_ce_twice": 2 * LOSS, "target_grad_share": 0.9 * const,
         "val_loss": _at_evals(VAL_LOSS), "val_acc": _at_evals(VAL_ACC),
         "val_min_recall": _at_evals([0.4] * 7), "val_jitter": _at_evals([0.0] * 7),
         "label_purity": 0.5 * const, "batch_acc": 0.9 * const,
@@ -118,7 +118,7 @@ def _expected() -> dict[str, float]:
         "output_grad_floor": 1e-9, "output_prob_share": 0.0, "output_logprob_share": 0.0,
         "soft_target_share": 0.0, "loss_vs_output_ce": 0.0, "loss_vs_softmax_twice": 1.0,
         "output_relu_share": 0.5, "output_saturated_end": 0.05, "output_softmax_share": 1.0,
-        "output_std_end": 0.5,
+        "output_std_end": 0.5, "target_share": 0.9,
         "float16_share": 0.0,  # 1e-9 is under float16's smallest number: not on its grid
         "loss_scaled_share": 0.0, "input_nonfinite_total": 0.0,
         "val_acc_best": max(VAL_ACC), "val_acc_end": VAL_ACC[-1], "val_loss_end": VAL_LOSS[-1],

@@ -107,3 +107,17 @@ def test_the_new_switches_default_to_the_unchanged_baseline():
     base = fl.baseline()
     assert (base.lr_decay_every, base.loss_reduction, base.negate_loss, base.leak_label,
             base.scaler_growth_interval) == (0, "mean", False, False, 2000)
+
+
+def test_a_regression_target_refuses_class_switches_and_only_it_can_be_flat():
+    base = fl.baseline()
+    assert (base.target, base.target_shape) == ("classes", "matched")
+    regression = base.replace(target="value", target_shape="flat")
+    assert fl.diff(base, regression) == {"target": ("classes", "value"),
+                                         "target_shape": ("matched", "flat")}
+    with pytest.raises(ValueError, match="target_shape='flat' needs target='value'"):
+        base.replace(target_shape="flat")
+    with pytest.raises(ValueError, match="minority_fraction applies to class labels only"):
+        regression.replace(minority_fraction=0.5)
+    with pytest.raises(ValueError, match="target applies to the tabular task only"):
+        fl.baseline("sequence").replace(target="value")

@@ -45,6 +45,7 @@ OTHER_MEANINGS = {
     ("lab/lr_range.py", "NORMALISED_EDGE_SAFETY"),  # 10: rate divisor for Adam-like
     ("lab/lr_range.py", "START_LR"), ("lab/lr_range.py", "END_LR"),  # the sweep's range
     ("lab/train.py", "EXTRA_PADS"),  # 10 pads appended
+    ("lab/data.py", "VALUE_NOISE"),  # 0.1: std of the regression target's noise
     ("zoo/loop.py", "VAL_EVERY"),  # validation every 10 steps
     ("cli.py", "MYSTERY_SEEDS"),  # 1000 mystery seeds
 }

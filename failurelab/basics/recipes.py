@@ -20,6 +20,8 @@ LOADERS = ("batched", "per_sample")
 ZERO_GRAD_AT = ("before_backward", "before_step")
 OPTIMIZE = ("all", "head")
 REDUCTIONS = ("mean", "sum")
+TARGETS = ("classes", "value")
+TARGET_SHAPES = ("matched", "flat")
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class Recipe:
     balanced_sampling: bool = False  # draw every class equally often (oversample rare ones)
     loader: str = "batched"  # "per_sample" preprocesses each sample in Python, then collates
     leak_label: bool = False  # the last feature is recorded after the outcome: it encodes y
+    target: str = "classes"  # "value": regress the teacher's score with MSE (tabular)
+    target_shape: str = "matched"  # "flat": (B,) targets against the (B, 1) output
 
     # --- model ----------------------------------------------------------------------
     hidden: int = 64  # width of the hidden layers
@@ -105,7 +109,8 @@ _TASK_ONLY = {
     "tabular": {"normalize_inputs": True, "nan_rows": 0, "impute_missing": False,
                 "sigmoid_gain": 1.0, "relu_bias": 0.0, "dropout": 0.0, "depth": 0,
                 "residual_scale": 1.0, "leak_label": False, "normalize_val": True,
-                "optimize": "all", "freeze_body": False},
+                "optimize": "all", "freeze_body": False, "target": "classes",
+                "target_shape": "matched"},
     "sequence": {"mask_padding": True, "mask_inverted": False},
 }
 
@@ -250,6 +255,8 @@ def _problems(r: Recipe):
         _choice("zero_grad_at", r.zero_grad_at, ZERO_GRAD_AT),
         _choice("optimize", r.optimize, OPTIMIZE),
         _choice("loss_reduction", r.loss_reduction, REDUCTIONS),
+        _choice("target", r.target, TARGETS),
+        _choice("target_shape", r.target_shape, TARGET_SHAPES),
         _number("lr_decay_every", r.lr_decay_every, 0, 1_000_000, integer=True),
         _number("scaler_growth_interval", r.scaler_growth_interval, 1, 1_000_000,
                 integer=True),
@@ -293,6 +300,22 @@ def _problems(r: Recipe):
                f"equal micro-batches")
     if r.task in TASKS:
         yield from _task_mismatches(r)
+    yield from _target_mismatches(r)
+
+
+# Switches that mean something only for class labels, at the value a regression keeps.
+_CLASSES_ONLY = {"train_label_shift": 0, "minority_fraction": 1.0, "balanced_sampling": False,
+                 "leak_label": False, "output": "logits", "log_softmax": "fused"}
+
+
+def _target_mismatches(r: Recipe):
+    if r.target_shape == "flat" and r.target != "value":
+        yield "target_shape='flat' needs target='value' (only a regression's targets broadcast)"
+    if r.target == "value":
+        for name, neutral in _CLASSES_ONLY.items():
+            if getattr(r, name) != neutral:
+                yield (f"{name} applies to class labels only; leave it at {neutral!r} for "
+                       f"target='value'")
 
 
 def _task_mismatches(r: Recipe):

@@ -26,7 +26,7 @@ ORDER = ("no_zero_grad", "huge_lr", "saturated_sigmoid", "shuffled_labels", "no_
          "lr_decayed_too_early", "summed_loss", "negated_loss", "accumulation_not_divided",
          "val_not_normalized", "clip_before_unscale",
          "log_softmax_by_hand", "train_mode_not_restored", "params_not_in_optimizer",
-         "output_activation_mismatch")
+         "output_activation_mismatch", "target_broadcast")
 
 _ALL = {f.name: f for module in (activation, data, evaluation, implementation, numerics,
                                  optimization, performance) for f in module.FAULTS}

@@ -252,6 +252,7 @@ ROUTES: dict[str, tuple[dict, ...]] = {'accumulation_not_divided': ({'loss_start
                  {'loss_start': (0.6427903175354004, 1.4931640625),
                   'loss_weight_median': (0.5, 1.0)}),
  'train_mode_not_restored': ({'eval_mode_share': (0.0, 0.0)},),
+ 'target_broadcast': ({},),
  'val_not_normalized': ({'eval_input_shift': (0.057255438932974766,
                                               0.1904495300101699),
                          'train_eval_loss_gap': (-0.17311300933361054,

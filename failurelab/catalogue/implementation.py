@@ -628,5 +628,98 @@ PARAMS_NOT_IN_OPTIMIZER = Fault(
        verdict_zh="冻结主体后的运行就是故障运行：主体从未训练"),
 )
 
+TARGET_BROADCAST = Fault(
+    name="target_broadcast",
+    title="MSE broadcasts (B, 1) predictions against (B,) targets",
+    family="implementation", task="tabular", shape="plateau", phenomenon="B",
+    # each batch's loss is its own targets' variance: a first batch whose targets sit
+    # close together starts below the level the run then keeps, which the shape rules
+    # read as a rise (seeds 3 and 8 of 0-9, ending 49% and 15% above the first loss)
+    other_shapes=("diverging",),
+    symptom="A regression's loss hardly falls: it stays near the targets' variance, 1. "
+            "Every output converges to the same value, the targets' mean, whatever the "
+            "input, and validation accuracy (predictions on the target's side of the "
+            "mean) stays at a coin's 0.5. PyTorch warned once: 'Using a target size "
+            "that is different to the input size'.",
+    cause="The model returns (B, 1) and the targets are (B,). MSELoss broadcasts them "
+          "to a (B, B) matrix, so the loss is the mean of (out_i - y_j)^2 over every "
+          "pair: each prediction is compared with every target of the batch. Its "
+          "gradient, (2/B)(out_i - mean of y), pulls every output to one value, and the "
+          "loss cannot fall below the targets' variance.",
+    experiment="Train on one batch of 64 samples, seen at every step (n_train = 64): "
+               "a loss that compares each output with its own target lets the model "
+               "memorise 64 samples, but this loss stays where it started, at those "
+               "targets' variance: the cost of predicting their mean.",
+    fix="Give the loss two tensors of one shape: loss_fn(out, y.view_as(out)), or "
+        "out.squeeze(-1) against y. Check out.shape == y.shape once, and treat the "
+        "'Using a target size' warning as an error.",
+    why_several_fields="The lab's baseline is a classifier, so the mistake needs a "
+                       "regression first: target = 'value' trains the same model, data "
+                       "and optimizer on a score with MSE, a healthy run by itself "
+                       "(validation accuracy 0.92 or more); target_shape = 'flat' is "
+                       "the mistake.",
+    zh=Chinese(
+        title="MSE 把 (B, 1) 的预测与 (B,) 的目标广播相减",
+        symptom="回归的损失几乎不下降：停在目标的方差 1 附近。不论输入是什么，每个输出都收敛到同一个值，"
+                "即目标的均值；验证准确率（预测落在目标所在的均值同侧的比例）停在抛硬币的 0.5。PyTorch "
+                "曾警告过一次：'Using a target size that is different to the input size'。",
+        cause="模型返回 (B, 1)，目标却是 (B,)。MSELoss 把两者广播成 (B, B) 的矩阵，损失成了所有配对上 "
+              "(out_i - y_j)^2 的平均：每个预测都与批次里的每个目标比较。它的梯度 (2/B)(out_i - y 的均值) "
+              "把所有输出拉向同一个值，损失也不可能低于目标的方差。",
+        experiment="只用一个 64 个样本的批次训练，每一步都看到它（n_train = 64）：一个把每个输出与它自己的"
+                   "目标比较的损失能让模型记住这 64 个样本，而这个损失停在起点，即这些目标的方差：预测它们"
+                   "均值的代价。",
+        fix="让损失拿到形状相同的两个张量：loss_fn(out, y.view_as(out))，或者用 out.squeeze(-1) 对 y。"
+            "检查一次 out.shape == y.shape，并把 'Using a target size' 警告当作错误处理。",
+        why_several_fields="实验室的基线是分类器，所以这个错误首先需要一个回归：target = 'value' 用同样的模型、"
+                           "数据和优化器以 MSE 拟合一个分数，它本身是健康的运行（验证准确率 0.92 或更高）；"
+                           "target_shape = 'flat' 才是错误本身。"),
+    edit=(Set("target", "value"), Set("target_shape", "flat")),
+    repair=(Set("target_shape", "matched"),),
+    probe=(Set("n_train", 64),),
+    # No arm of `investigate` tells it yet: permuting the labels changes nothing here,
+    # nor on a loop that learns nothing for another reason, so `gain[labels_permuted]`
+    # worse could only refute it. An arm that gives the targets the output's shape where
+    # they hold as many entries (coursia's and FARM's fix, as an experiment) would
+    # confirm it: better here, not applicable where the shapes already agree.
+    fixed_accuracy=0.9,
+    signature=Signature((
+        C("target_share", "<=", 1e-3, "share of the output gradient the output does "
+          "not explain",
+          "an MSE's gradient is w (output - target): what the output does not explain "
+          "is its targets. Broadcast, every output is pulled to the same value, the "
+          "batch's mean target, and the gradient is an exact line in the output: float "
+          "rounding, 1e-6 and below. Targets that vary from sample to sample by 3% of "
+          "the outputs' spread already leave 1e-3",
+          label_zh="输出解释不了的输出梯度份额",
+          why_zh="MSE 的梯度是 w (输出 - 目标)：输出解释不了的部分就是它的目标。广播之后，每个输出都被拉向"
+                 "同一个值，即批次目标的均值，梯度恰好是输出的一条直线：只剩浮点舍入，1e-6 及以下。目标在样本"
+                 "之间的变化只要达到输出散布的 3%，就已经留下 1e-3"),
+        C("loss_vs_output_ce", ">=", 0.1, "relative distance of the loss from the "
+          "output's own cross-entropy",
+          "a loss that is its output's plain cross-entropy belongs to a classifier, which "
+          "has no targets to broadcast; a regression has no such reading (NaN passes). "
+          "Without it a classifier's history, which never records the target column, "
+          "would leave this fault 'unchecked'", required=False, role="guard",
+          label_zh="损失与输出本身的交叉熵之间的相对距离",
+          why_zh="损失等于输出的普通交叉熵，说明这是一个分类器，它没有可以广播的目标；回归没有这个读数（NaN "
+                 "视为通过）。没有这一条，一个从不记录目标那一列的分类器记录会把这个故障列为“无法检验”"),
+    ), "every output is pulled to the same target - does the loss compare (B, 1) outputs "
+       "with (B,) targets?",
+       verdict_zh="每个输出都被拉向同一个目标：损失是不是在拿 (B, 1) 的输出与 (B,) 的目标比较？"),
+    outcome=Signature((
+        C("loss_progress", "<=", 0.2, "loss progress",
+          "on one batch of 64 the loss stays at those targets' variance, where a loss "
+          "that pairs each output with its own target memorises them", log=False,
+          unit=0.1,
+          label_zh="损失下降幅度",
+          why_zh="在一个 64 个样本的批次上，损失停在这些目标的方差上；而一个把每个输出与它自己的目标配对"
+                 "的损失会记住它们"),
+    ), "even one batch cannot be memorised: the loss never paired an output with its "
+       "own target",
+       verdict_zh="连一个批次都记不住：损失从未把一个输出与它自己的目标配对"),
+)
+
 FAULTS = (NO_ZERO_GRAD, ZERO_GRAD_MISPLACED, WRONG_LOSS, BAD_PADDING_MASK, INVERTED_PADDING_MASK, SUMMED_LOSS,
-          NEGATED_LOSS, ACCUMULATION_NOT_DIVIDED, PARAMS_NOT_IN_OPTIMIZER)
+          NEGATED_LOSS, ACCUMULATION_NOT_DIVIDED, PARAMS_NOT_IN_OPTIMIZER,
+          TARGET_BROADCAST)

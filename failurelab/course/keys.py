@@ -35,6 +35,7 @@ EXPERIMENTS: dict[str, str] = {
     "11-4": "negated_loss", "11-5": "init_too_small", "11-6": "zero_grad_misplaced",
     "11-7": "accumulation_not_divided", "11-8": "val_not_normalized",
     "11-9": "train_mode_not_restored", "11-10": "params_not_in_optimizer",
+    "11-11": "target_broadcast",
 }
 KEYS: dict[str, str] = {fault: key for key, fault in EXPERIMENTS.items()}  # fault -> key
 JOIN = "+"  # "huge_lr+shuffled_labels": both faults in one recipe

@@ -70,6 +70,8 @@ GROUPS: tuple[ColumnGroup, ...] = (
                 "share of the batch's most common label; training accuracy of the batch"),
     ColumnGroup("timing", EXTRA, ("t_data", "t_forward", "t_backward", "t_step"),
                 "CPU seconds of each step's segments"),
+    ColumnGroup("regression targets", EXTRA, ("target_grad_share",),
+                "share of the output gradient's variance the output does not explain"),
     ColumnGroup("padding", EXTRA, ("pad_attention", "pad_sensitivity"),
                 "attention on pad positions; prediction change when pads are appended"),
 )

@@ -643,6 +643,14 @@ def loss_vs_softmax_twice(h):
     return _loss_misfit(h, "output_ce_twice")
 
 
+def target_share(h):
+    """Median share of the output gradient's variance that the output does not explain
+    (`target_grad_share`, see lab.train.target_gradient_share): under an MSE, the part
+    its targets make.  Float rounding (1e-6 and below) when every output is pulled to
+    one common value, as when MSELoss broadcasts (B, 1) outputs against (B,) targets."""
+    return _median(_column(h, "target_grad_share"))
+
+
 def float16_share(h):
     """Share of the recorded steps whose smallest non-zero logit gradient is a float16
     number (float16 keeps 10 mantissa bits and nothing under 2^-24): 1 when the output
@@ -1104,6 +1112,7 @@ DECLARED = (
     declare(soft_target_share, ("output_soft_target_frac",), "output_gradient"),
     declare(loss_vs_output_ce, ("loss", "output_ce"), "implied_loss"),
     declare(loss_vs_softmax_twice, ("loss", "output_ce_twice"), "implied_loss"),
+    declare(target_share, ("target_grad_share",), "target_share"),
     declare(float16_share, ("output_grad_min", "param_lowp_frac"), "output_gradient"),
     declare(loss_scaled_share, ("loss_scaled",), "output_gradient"),
     declare(input_nonfinite_total, ("input_nonfinite",), "inputs", nan=COUNT),

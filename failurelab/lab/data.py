@@ -26,6 +26,7 @@ PAD = 0
 SEQ_LEN = 40  # every sequence is padded to this length
 MIN_REAL, MAX_REAL = 4, 20  # real (unpadded) lengths
 SEQ_CLASSES = 2
+VALUE_NOISE = 0.1  # std of the noise on a regression target whose own std is 1
 
 # How the 16 raw tabular features are scaled, as in transaction data: what a model sees
 # when nobody standardises.  (offset, scale) applied to a standard-normal latent.
@@ -49,12 +50,21 @@ class Prepared:
     std: torch.Tensor | None
 
 
-def make_tabular(seed: int, n_train: int, n_val: int):
-    """Raw features and labels from a random linear teacher on standard-normal latents."""
+def make_tabular(seed: int, n_train: int, n_val: int, target: str = "classes"):
+    """Raw features and labels from a random linear teacher on standard-normal latents.
+
+    `target="value"`: the teacher's first score, scaled to std 1, plus a little noise (a
+    separate generator, so the features are the classification task's): a regression
+    whose targets a model can fit to about the noise, 1% of their variance."""
     gen = torch.Generator().manual_seed(seed)
     teacher = torch.randn(N_FEATURES, N_CLASSES, generator=gen)
     latent = torch.randn(n_train + n_val, N_FEATURES, generator=gen)
-    y = (latent @ teacher).argmax(1)
+    if target == "value":
+        noise = torch.Generator().manual_seed(seed + 3)
+        score = latent @ teacher[:, 0] / teacher[:, 0].norm()
+        y = score + VALUE_NOISE * torch.randn(len(score), generator=noise)
+    else:
+        y = (latent @ teacher).argmax(1)
     offset = torch.tensor([u[0] for u in _FEATURE_UNITS])
     scale = torch.tensor([u[1] for u in _FEATURE_UNITS])
     X = latent * scale + offset
@@ -75,20 +85,22 @@ def make_sequence(seed: int, n_train: int, n_val: int):
 
 
 @functools.lru_cache(maxsize=64)
-def _raw(task: str, seed: int, n_train: int, n_val: int):
-    make = make_tabular if task == "tabular" else make_sequence
-    return make(seed, n_train, n_val)
+def _raw(task: str, seed: int, n_train: int, n_val: int, target: str = "classes"):
+    if task == "tabular":
+        return make_tabular(seed, n_train, n_val, target)
+    return make_sequence(seed, n_train, n_val)
 
 
 def sorted_by_class(X: torch.Tensor, y: torch.Tensor):
-    """The storage order: all of class 0, then class 1, ... (stable within a class)."""
+    """The storage order: all of class 0, then class 1, ... (stable within a class);
+    regression targets from the smallest to the largest."""
     order = torch.sort(y, stable=True).indices
     return X[order], y[order]
 
 
 def prepare(recipe, seed: int) -> Prepared:
     """Generate the task for `seed` and apply the recipe's data switches to training only."""
-    X, y, X_val, y_val = _raw(recipe.task, seed, recipe.n_train, recipe.n_val)
+    X, y, X_val, y_val = _raw(recipe.task, seed, recipe.n_train, recipe.n_val, recipe.target)
     gen = torch.Generator().manual_seed(seed + 2)
     if recipe.leak_label:  # a column filled in after the outcome, e.g. "case closed as"
         X, X_val = _with_outcome_column(X, y), _with_outcome_column(X_val, y_val)

@@ -29,13 +29,14 @@ class Residual(nn.Module):
 
 
 class TabularMLP(nn.Module):
-    """16 → sigmoid → ReLU → dropout → 3: somewhere to saturate, to die and to drop.
+    """16 → sigmoid → ReLU → dropout → 3 (or 1, a regression's value): somewhere to
+    saturate, to die and to drop.
 
     `depth` > 0 stacks that many residual blocks after the ReLU layer (none by default:
     no module is created and no random number drawn, so the baseline is unchanged)."""
 
     def __init__(self, hidden: int, dropout: float, output: str = "logits", depth: int = 0,
-                 residual_scale: float = 1.0):
+                 residual_scale: float = 1.0, outputs: int = N_CLASSES):
         super().__init__()
         self.fc1 = nn.Linear(N_FEATURES, hidden)
         self.sigmoid = nn.Sigmoid()
@@ -44,10 +45,10 @@ class TabularMLP(nn.Module):
         self.blocks = nn.Sequential(*[Residual(hidden, residual_scale)
                                       for _ in range(depth)]) if depth else None
         self.drop = nn.Dropout(dropout)
-        self.head = nn.Linear(hidden, N_CLASSES)
+        self.head = nn.Linear(hidden, outputs)
         self.output = output_layer(output)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, 16) -> (B, 3)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, 16) -> (B, 3) or (B, 1)
         h = self.relu(self.fc2(self.sigmoid(self.fc1(x))))
         if self.blocks is not None:
             h = self.blocks(h)  # (B, hidden): each block adds to h, nothing rescales it
@@ -109,7 +110,7 @@ def make_model(recipe) -> nn.Module:
     """Build the recipe's model with PyTorch's default init, then apply the init knobs."""
     if recipe.task == "tabular":
         model = TabularMLP(recipe.hidden, recipe.dropout, recipe.output, recipe.depth,
-                           recipe.residual_scale)
+                           recipe.residual_scale, 1 if recipe.target == "value" else N_CLASSES)
     else:
         model = SequenceClassifier(recipe.hidden, recipe.mask_padding, recipe.mask_inverted,
                                    recipe.output)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -71,8 +72,12 @@ def build(recipe: Recipe, seed: int = 0) -> Parts:
                               balanced=recipe.balanced_sampling)
     val = (prepared.X_val, prepared.y_val)
     # "sum" adds the batch's per-sample losses: the gradient grows with the batch size.
-    loss_fn = (nn.CrossEntropyLoss(reduction=recipe.loss_reduction)
-               if recipe.log_softmax == "fused" else HandWrittenCrossEntropy(recipe.loss_reduction))
+    if recipe.target == "value":
+        loss_fn = nn.MSELoss(reduction=recipe.loss_reduction)
+    elif recipe.log_softmax == "fused":
+        loss_fn = nn.CrossEntropyLoss(reduction=recipe.loss_reduction)
+    else:
+        loss_fn = HandWrittenCrossEntropy(recipe.loss_reduction)
     return Parts(model, optimizer, loss_fn, loader, val, recipe, seed)
 
 
@@ -113,7 +118,9 @@ def run(recipe: Recipe, *, seed: int = 0, steps: int | None = None, preset: str 
     check_seed(seed)
     device = usable_device(device)
     started, trained_at = time.perf_counter(), utc_now()
-    with torch_threads(threads), torch.random.fork_rng():
+    with torch_threads(threads), torch.random.fork_rng(), warnings.catch_warnings():
+        # target_shape "flat": torch warns about the broadcast; the user ignored it
+        warnings.filterwarnings("ignore", message="Using a target size")
         parts = build(recipe, seed)
         torch.manual_seed(seed)  # dropout draws from here
         history, first_bad = _train(parts, preset, device)
@@ -132,6 +139,7 @@ def _train(parts: Parts, preset: str, device: torch.device):
     amp_dtype = getattr(torch, recipe.dtype)
     use_amp = recipe.dtype != "float32"
     by_hand = recipe.log_softmax == "by_hand"
+    matched = recipe.target == "value" and recipe.target_shape == "matched"
     scaler = torch.amp.GradScaler(device.type, enabled=recipe.loss_scaling,
                                   growth_interval=recipe.scaler_growth_interval)
     # A StepLR counts scheduler.step() calls; this loop calls it once per optimizer step.
@@ -156,12 +164,17 @@ def _train(parts: Parts, preset: str, device: torch.device):
                     logits = model(X_part)  # (B / accumulate, classes)
                     if by_hand:  # written inside autocast, where AMP guides put the loss
                         loss = loss_fn(logits, y_part).float()
+                if matched:
+                    y_part = y_part.view_as(logits)  # forget this and MSE pairs every output with every target
                 if not by_hand:
                     loss = loss_fn(logits.float(), y_part)
                 if recipe.negate_loss:
                     loss = -loss  # a log-likelihood to maximise, handed to a minimiser
                 losses.append(loss.detach())
                 outputs.append(logits.detach())
+                last = logits
+                if last.requires_grad:
+                    last.retain_grad()  # for `target_gradient_share`
                 if recipe.accumulate > 1 and recipe.divide_accumulated:
                     loss = loss / recipe.accumulate  # forget this and the step sums k means
                 tb = time.thread_time()
@@ -186,6 +199,8 @@ def _train(parts: Parts, preset: str, device: torch.device):
             # depend on what else the machine is running, so timing verdicts never flake.
             extra = dict(t_data=t1 - t0, t_forward=t_forward, t_backward=t_backward + t3 - t2,
                          t_step=t4 - t3, batch_acc=_accuracy(logits, y), label_purity=_purity(y))
+            if recipe.target == "value":  # the last micro-batch's output and its gradient
+                extra["target_grad_share"] = target_gradient_share(last.detach(), last.grad)
             if recipe.task == "sequence":
                 extra["pad_attention"] = pad_attention(model, X_part)  # the last forward's
             if step % recipe.eval_every == 0 or step == recipe.steps - 1:
@@ -195,6 +210,33 @@ def _train(parts: Parts, preset: str, device: torch.device):
                 first_bad = step  # stop cleanly: nothing after a NaN loss means anything
                 break
     return mon.history, first_bad
+
+
+def target_gradient_share(output: torch.Tensor, grad: torch.Tensor | None) -> float:
+    """Share of the variance of the gradient at a regression's output that the output
+    itself does not explain (1 - R^2 of the least-squares line grad = a output + b, with
+    a > 0); 1 when a <= 0; NaN without a gradient, with fewer than 4 entries, or when
+    the output or its gradient does not vary.
+
+    An MSE's gradient is w (output - target): what the output does not explain is the
+    targets.  When MSELoss broadcasts (B, 1) outputs against (B,) targets (or one target
+    against a sequence), each output is pulled to the same value, the targets' mean, and
+    the gradient is an exact affine function of the output: the share is float
+    rounding (1e-6 and below).  Targets that vary from sample to sample leave their own
+    variance in it.  The Monitor sees an output and its gradient but no targets; this is
+    the probe it would compute, here in the lab's loop until it does."""
+    if grad is None or output.numel() < 4:
+        return math.nan
+    o = output.detach().double().reshape(-1)
+    g = grad.detach().double().reshape(-1)
+    o, g = o - o.mean(), g - g.mean()
+    var_o, var_g = float(o @ o), float(g @ g)
+    if not (var_o > 0 and var_g > 0 and math.isfinite(var_o) and math.isfinite(var_g)):
+        return math.nan
+    cov = float(o @ g)
+    if cov <= 0:
+        return 1.0
+    return max(0.0, 1.0 - cov * cov / (var_o * var_g))
 
 
 def evaluate(model: nn.Module, val, recipe: Recipe) -> dict[str, float]:
@@ -215,7 +257,9 @@ def evaluate(model: nn.Module, val, recipe: Recipe) -> dict[str, float]:
         first = model(X).float()
         probe, few = X[:PROBE_SAMPLES], first[:PROBE_SAMPLES]
         again = model(probe).float()
-        out = dict(val_loss=float(nn.functional.cross_entropy(first, y)),
+        loss = (nn.functional.mse_loss(first, y.view_as(first)) if recipe.target == "value"
+                else nn.functional.cross_entropy(first, y))
+        out = dict(val_loss=float(loss),
                    val_acc=_accuracy(first, y), val_min_recall=_min_recall(first, y),
                    val_jitter=float((few - again).abs().max()))
         if recipe.task == "sequence":
@@ -244,20 +288,30 @@ def pad_attention(model: nn.Module, tokens: torch.Tensor) -> float:
     return float((weights * (tokens == data.PAD)).sum(1).mean())
 
 
+def _classes(logits: torch.Tensor, y: torch.Tensor):
+    """(predicted, true) classes; a regression's are the signs of its values (its
+    accuracy is the share of predictions on the target's side of 0, the mean)."""
+    if y.is_floating_point():
+        return (logits.reshape(-1) > 0).long(), (y.reshape(-1) > 0).long()
+    return logits.argmax(-1), y
+
+
 def _accuracy(logits: torch.Tensor, y: torch.Tensor) -> float:
-    return float((logits.argmax(-1) == y).float().mean())
+    pred, y = _classes(logits, y)
+    return float((pred == y).float().mean())
 
 
 def _min_recall(logits: torch.Tensor, y: torch.Tensor) -> float:
     """Recall of the worst class: near 0 when a model only predicts the majority."""
-    pred = logits.argmax(-1)
+    pred, y = _classes(logits, y)
     recalls = [float((pred[y == c] == c).float().mean()) for c in y.unique()]
     return min(recalls)
 
 
 def _purity(y: torch.Tensor) -> float:
     """Share of the batch taken by its most common label (1.0 = one class only)."""
-    return float(torch.bincount(y).max()) / len(y)
+    labels = (y > 0).long() if y.is_floating_point() else y  # a regression's: signs
+    return float(torch.bincount(labels).max()) / len(y)
 
 
 def endless_batches(loader):

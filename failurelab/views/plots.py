@@ -99,6 +99,8 @@ WORDS = {
     "batch": Text("{label}, batch {size:g}", "{label}，批大小 {size:g}"),
     "label share": Text("commonest label's share", "最常见标签的比例"),
     "loss weight": Text("loss weight per step", "每步的损失权重"),
+    "target share": Text("gradient share the output does not explain",
+                         "输出解释不了的梯度份额"),
     "mean of step": Text("a mean over the step: 1", "整步上的平均：1"),
     "baseline": Text("baseline", "基线"), "faulty": Text("faulty", "有故障"),
     "baseline vs faulty": Text("baseline vs faulty", "基线与有故障的运行"),
@@ -443,6 +445,14 @@ def implied_loss(runs, ax=None) -> Axes:
 
 
 @_speaks
+def target_share(runs, ax=None) -> Axes:
+    """Share of the output gradient the output does not explain, on a log axis: a
+    regression's targets keep it well above 1e-3; MSE broadcast against one common
+    target leaves float rounding."""
+    return column(runs, "target_grad_share", ax, log=True, ylabel=_w("target share"))
+
+
+@_speaks
 def eval_inputs(runs, ax=None) -> Axes:
     """How far the inputs a model is evaluated on sit from its training inputs: the
     largest per-feature mean difference, in training standard deviations (one point per
@@ -738,7 +748,8 @@ def _keys(ax, items, names, shown_as, missing) -> None:
 FUNCTIONS = {f.__name__: f for f in (
     loss, gradients, update_ratio, activations, inputs, output_gradient, validation,
     accuracy, min_recall, eval_jitter, gradient_cosine, timing, padding, column, weights,
-    outputs, implied_loss, zero_gradients, batches, loss_weight, eval_inputs, train_mode)}
+    outputs, implied_loss, zero_gradients, batches, loss_weight, eval_inputs, train_mode,
+    target_share)}
 
 
 @_speaks
