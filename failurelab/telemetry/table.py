@@ -1,7 +1,18 @@
-"""The Monitor's history table: rows of floats filled by column name.
+"""The Monitor's history table: one float64 array per column, appended a chunk at a time.
 
 Each instrument hands over {column: one value per step}; the table puts each value in
-its column, extends the columns for the loop's own extras, and builds the DataFrame.
+its column of the chunk's rows (short-lived Python lists while the chunk is computed),
+then appends the chunk to the columns: numpy arrays grown by doubling, 8 bytes per
+column and step.  `frame` is then a view over those arrays, not a rebuild: reading
+`history` every few steps of a million-step run costs the same at step 10 and at step
+10^6 (a Python list per row cost ~300 B per step and a rebuild at every read).  Under
+pandas' copy-on-write (pandas >= 3) a frame handed out never changes and writing into
+it copies; on older pandas it is a copy.
+
+Long runs (`max_rows`): the table holds at most `max_rows` rows.  The newest
+`max_rows // 2` steps are always kept whole; before them only every `every`-th step
+(step % every == 0, `every` a power of two, doubled as the run grows so the older part
+fits in `max_rows // 4` rows).  `thinning()` says which steps are kept.
 """
 
 from __future__ import annotations
@@ -12,28 +23,51 @@ import numpy as np
 import pandas as pd
 
 _NAN = float("nan")
+MIN_ROWS = 1024  # max_rows' least value: whole recent half >= a few economy chunks
+_VIEWS = int(pd.__version__.split(".")[0]) >= 3  # copy-on-write: frames may share arrays
+
+
+def check_max_rows(max_rows) -> int | None:
+    """`max_rows` as given, or a one-line error naming what it must be."""
+    if max_rows is None:
+        return None
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int | np.integer) \
+            or max_rows < MIN_ROWS:
+        raise ValueError(f"max_rows must be None (keep every step) or an int >= {MIN_ROWS}, "
+                         f"got {max_rows!r}")
+    return int(max_rows)
 
 
 class Table:
-    """`columns` must include "step", "loss", "nonfinite" and every name in `state`:
-    the per-record values (`_Step.state`, in that order) that `record` fills itself."""
+    """`columns` must start with "step" and include "loss", "nonfinite" and every name in
+    `state`: the per-record values (`_Step.state`, in that order) that `record` fills
+    itself."""
 
-    def __init__(self, columns: list[str], state: tuple[str, ...]):
+    def __init__(self, columns: list[str], state: tuple[str, ...], max_rows: int | None = None):
+        self.max_rows = check_max_rows(max_rows)
         self.columns = list(columns)
         self.index = {c: i for i, c in enumerate(self.columns)}
         self._nonfinite = self.index["nonfinite"]
         self._state = [self.index[c] for c in state]
         self._skipped = state.index("step_skipped")
-        self.rows: list[list[float]] = []
-        self.partials: list[dict] = []  # per row: the sums a distributed merge needs
-        self._frame: pd.DataFrame | None = None
+        self.count = 0  # rows ever appended: the next row's step
+        self.stored = 0  # rows held: `count` unless thinned
+        self.every, self.since = 1, 0  # before step `since` only every `every`-th is held
+        self._data = [np.empty(0) for _ in self.columns]  # one per column, equal capacity
+        # columns whose first value was not a float: the types of all their values,
+        # which decide the frame's dtype as pandas would from the values themselves
+        self._kinds: dict[int, set] | None = None
+        self._raw: dict[int, list] = {}  # such a column once it held neither int nor float
+        self.partials: list[dict] = []  # per held row: the sums a distributed merge needs
+        self._bases: list[pd.DataFrame] = []  # frames over the current arrays (see `frame`)
 
+    # --- a chunk of rows, while its instruments compute ---------------------------
     def new_rows(self, steps) -> tuple[list[list[float]], list[dict]]:
         """Rows for `steps` with the loss and the per-record state filled in."""
         rows = []
         for i, step in enumerate(steps):
             row = [_NAN] * len(self.columns)
-            row[0], row[1] = len(self.rows) + i, step.loss
+            row[0], row[1] = self.count + i, step.loss
             row[self._nonfinite] = 0.0 if math.isfinite(step.loss) else 1.0  # the loss's share
             for j, value in zip(self._state, step.state, strict=True):
                 row[j] = value
@@ -71,56 +105,161 @@ class Table:
             for row in rows:
                 row[j] = _NAN
 
-    def append(self, rows, steps, partials, keep_partials: bool) -> None:
-        for row, step in zip(rows, steps, strict=True):
-            self.rows.append(self.set(row, step.extra))
-        if keep_partials:
-            self.partials += partials
-        self._frame = None
-
     def set(self, row: list[float], values: dict[str, float]) -> list[float]:
         """Put `values` into `row` by column name, adding columns not seen before."""
         for key, value in values.items():
-            index = self.index.get(key)
-            if index is None:
-                index = self.index[key] = len(self.columns)
-                self.columns.append(key)
-            row.extend([_NAN] * (index + 1 - len(row)))
-            row[index] = _NAN if value is None else float(value)
-        self._frame = None
+            row.extend([_NAN] * (self._column(key) + 1 - len(row)))
+            row[self.index[key]] = _NAN if value is None else float(value)
         return row
 
-    def value(self, row: list[float], column: str) -> float:
-        j = self.index.get(column, len(row))
-        return row[j] if j < len(row) else _NAN
+    def _column(self, key: str) -> int:
+        index = self.index.get(key)
+        if index is None:
+            index = self.index[key] = len(self.columns)
+            self.columns.append(key)
+            self._data.append(np.full(len(self._data[0]), _NAN))
+        return index
 
-    def frame(self) -> pd.DataFrame:
-        if self._frame is None:
-            width = len(self.columns)
-            rows = [r + [_NAN] * (width - len(r)) for r in self.rows]
-            if rows:
-                self._frame = _frame(rows, self.columns)
-            else:
-                self._frame = pd.DataFrame(rows, columns=self.columns).astype({"step": "int64"})
-        return self._frame.copy()
-
-
-def _frame(rows: list[list], columns: list[str]) -> pd.DataFrame:
-    """`pd.DataFrame(rows, columns=columns)` with an int64 step, many times faster.
-
-    The rows hold ints (counts) and floats; pandas infers each column's type value by
-    value: int64 where every value is an int, float64 otherwise.  Only a column whose
-    first value is not a float can be int64, so only those are looked at (and left to
-    pandas' own inference if they hold anything but ints and floats)."""
-    array = np.array(rows, dtype=np.float64)
-    data = dict(zip(columns, array.T, strict=True))
-    for j, value in enumerate(rows[0]):
-        if type(value) is not float:
+    # --- appending and thinning ------------------------------------------------------
+    def append(self, rows, steps, partials, keep_partials: bool) -> None:
+        """The chunk's rows (with each step's extras) at the end of the columns."""
+        for row, step in zip(rows, steps, strict=True):
+            self.set(row, step.extra)
+        width, k = len(self.columns), len(rows)
+        if self._kinds is None:  # the first row decides which columns may not be floats
+            self._kinds = {j: set() for j, v in enumerate(rows[0]) if type(v) is not float}
+        for j, kinds in self._kinds.items():
             values = [r[j] for r in rows]
-            kinds = set(map(type, values))
-            if kinds == {int}:
-                data[columns[j]] = np.array(values, dtype=np.int64)
-            elif not kinds <= {int, float}:
-                data[columns[j]] = pd.DataFrame({0: values})[0].to_numpy()
-    data["step"] = data["step"].astype(np.int64)  # not DataFrame.astype: 10 ms, by column
-    return pd.DataFrame(data)
+            ints = kinds <= {int}  # every earlier value an int
+            kinds.update(map(type, values))
+            if j in self._raw or not kinds <= {int, float}:
+                self._keep_raw(j, values, ints)
+        block = np.array([r + [_NAN] * (width - len(r)) for r in rows], dtype=np.float64)
+        self._reserve(self.stored + k)
+        for j, column in enumerate(self._data):
+            column[self.stored:self.stored + k] = block[:, j]
+        self.stored += k
+        self.count += k
+        if keep_partials:
+            self.partials += partials
+        if self.max_rows is not None and self.stored > self.max_rows:
+            self._thin()
+
+    def _keep_raw(self, j: int, values: list, ints: bool) -> None:
+        """A column with values neither int nor float (pandas then infers its dtype from
+        the objects) is kept as objects from then on; its earlier values were ints or
+        floats, read back as ints where every one was."""
+        if j not in self._raw:
+            earlier = self._data[j][:self.stored]
+            self._raw[j] = (earlier.astype(np.int64) if ints else earlier).tolist()
+        self._raw[j] += values
+
+    def _reserve(self, rows: int) -> None:
+        """Room for `rows` rows: new arrays of twice the size (or `max_rows` and a half:
+        the most a thinned table holds before it thins)."""
+        capacity = len(self._data[0])
+        if rows <= capacity:
+            return
+        grown = max(rows, 2 * capacity, 256)
+        if self.max_rows is not None:
+            grown = max(rows, min(grown, self.max_rows * 3 // 2))
+        self._replace([np.concatenate([c[:self.stored], np.full(grown - self.stored, _NAN)])
+                       for c in self._data])
+
+    def _replace(self, data: list[np.ndarray]) -> None:
+        """New arrays: frames handed out keep the old ones (never written again)."""
+        self._data = data
+        self._bases = []
+
+    def _thin(self) -> None:
+        """Keep the newest max_rows // 2 steps whole and, before them, every `every`-th
+        step, `every` doubled until they fit in max_rows // 4 rows."""
+        since = self.count - self.max_rows // 2
+        every = self.every
+        while -(-since // every) > self.max_rows // 4:
+            every *= 2
+        steps = self._data[0][:self.stored]
+        keep = (steps >= since) | (steps % every == 0)
+        kept = int(keep.sum())
+        capacity = len(self._data[0])
+        self._replace([np.concatenate([c[:self.stored][keep], np.full(capacity - kept, _NAN)])
+                       for c in self._data])
+        if self.partials:
+            self.partials = [p for p, k in zip(self.partials, keep.tolist(), strict=True) if k]
+        for j, raw in self._raw.items():
+            self._raw[j] = [v for v, k in zip(raw, keep.tolist(), strict=True) if k]
+        self.stored, self.every, self.since = kept, every, since
+
+    def thinning(self) -> dict:
+        """What a thinned history holds: every step from `before_step` on, and before it
+        the steps that are multiples of `every`."""
+        return {"max_rows": self.max_rows, "every": self.every, "before_step": self.since}
+
+    # --- reading -------------------------------------------------------------------
+    def frame(self, last: int | None = None) -> pd.DataFrame:
+        """The held rows (the `last` ones only, when given) as a DataFrame with the types
+        pandas would infer from the values: int64 for a column of ints."""
+        if not self.stored:
+            return pd.DataFrame([], columns=self.columns).astype({"step": "int64"})
+        start = 0 if last is None else max(0, self.stored - last)
+        frame = self._base().iloc[start:self.stored]
+        if not _VIEWS:
+            frame = frame.copy()
+        for j in self._kinds:
+            if j and (self._kinds[j] == {int} or j in self._raw):
+                frame[self.columns[j]] = self._values(j, start, self.stored)
+        frame["step"] = self._values(0, start, self.stored)  # int64 even after a merge
+        return frame
+
+    def _base(self) -> pd.DataFrame:
+        """A frame over the whole arrays: the frames handed out are slices of it.  Every
+        one made over the current arrays stays referenced, so pandas' copy-on-write
+        copies a column before a user's write reaches these arrays."""
+        if not self._bases or len(self._bases[-1].columns) != len(self.columns):
+            self._bases.append(pd.DataFrame(dict(zip(self.columns, self._data, strict=True)),
+                                            copy=False))
+        return self._bases[-1]
+
+    def _values(self, j: int, start: int, stop: int) -> np.ndarray:
+        """Column j's values in rows [start, stop) as the dtype its values make."""
+        if j in self._raw:
+            return pd.DataFrame({0: self._raw[j][start:stop]})[0].to_numpy()
+        if j == 0 or self._kinds.get(j) == {int}:
+            return self._data[j][start:stop].astype(np.int64)
+        return self._data[j][start:stop]
+
+    def local_rows(self, columns: list[str]) -> list[dict]:
+        """Per held row: its values of `columns` and its partial sums (see distributed)."""
+        names = [c for c in columns if c in self.index]
+        values = [self._values(self.index[c], 0, self.stored).tolist() for c in names]
+        rows = [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)] \
+            if names else [{} for _ in range(self.stored)]
+        return [{**row, **part} for row, part in zip(rows, self.partials, strict=True)]
+
+    def overwrite(self, merged: list[dict]) -> None:
+        """Rank 0's rows rewritten with the merged values (see distributed), in copies of
+        the arrays: a history read before keeps what it showed."""
+        if len(merged) != self.stored:
+            raise ValueError(f"{len(merged)} merged rows for {self.stored} local ones")
+        for key in {k for values in merged for k in values}:
+            self._column(key)
+        self._replace([c.copy() for c in self._data])
+        for i, values in enumerate(merged):
+            for key, value in values.items():
+                j = self.index[key]
+                self._data[j][i] = value = _NAN if value is None else float(value)
+                if j in self._kinds:  # a merged value is a float
+                    if i == 0:
+                        del self._kinds[j]
+                        self._raw.pop(j, None)
+                    else:
+                        self._kinds[j].add(float)
+                        if j in self._raw:
+                            self._raw[j][i] = value
+
+    def clear(self) -> None:
+        """Hold no rows (a rank other than 0 under other_ranks="none")."""
+        self._replace([np.empty(0) for _ in self.columns])
+        self.stored = 0
+        self._raw = {}
+        self.partials = []
