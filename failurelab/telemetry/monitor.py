@@ -95,6 +95,9 @@ class Monitor:
     >>> mon = Monitor(model, optimizer)
     >>> ...; optimizer.step(); mon.record(loss)
     >>> mon.history  # one row per recorded step
+
+    `max_rows` bounds a long run's history: older steps are thinned (see table.py and
+    docs/engineers.md, "Long runs"); None keeps every step.
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *,
@@ -589,9 +592,10 @@ class Monitor:
 
     def _merge_ranks(self) -> None:
         table = self._table
-        local = table.local_rows(list(_GATHERED))
+        local = table.local_rows(["step", *_GATHERED])
         by_rank = distributed.gather(local)  # the collective: every rank gets here
         try:
+            _same_steps(by_rank)
             merged = distributed.merge(by_rank)
         except Exception as exc:  # noqa: BLE001 - close() must not fail the user's run
             merged = None
@@ -643,6 +647,15 @@ def _stacking(steps: list[_Step], instrument: ins.Instrument, position: int) -> 
         if key is not _ABSENT:
             groups.setdefault(key, []).append(i)
     return list(groups.values())
+
+
+def _same_steps(by_rank: list[list[dict]]) -> None:
+    """Rows merge by position: each must hold the same step on every rank (with
+    `max_rows`, ranks that recorded different numbers of steps thin differently)."""
+    for i, rows in enumerate(zip(*by_rank, strict=False)):
+        if len({row["step"] for row in rows}) > 1:
+            raise ValueError(f"row {i} holds different steps on different ranks (max_rows "
+                             f"thinned ranks that recorded different numbers of steps)")
 
 
 def _read_losses(steps: list[_Step]) -> None:

@@ -9,10 +9,12 @@ column and step.  `frame` is then a view over those arrays, not a rebuild: readi
 pandas' copy-on-write (pandas >= 3) a frame handed out never changes and writing into
 it copies; on older pandas it is a copy.
 
-Long runs (`max_rows`): the table holds at most `max_rows` rows.  The newest
-`max_rows // 2` steps are always kept whole; before them only every `every`-th step
-(step % every == 0, `every` a power of two, doubled as the run grows so the older part
-fits in `max_rows // 4` rows).  `thinning()` says which steps are kept.
+Long runs (`max_rows`): the table holds at most `max_rows` rows.  With q = max_rows // 4,
+the steps from `since` on are all kept, `since` being the count of steps less 2q to 3q
+(a multiple of q: it moves every q steps); before `since` only every `every`-th step is
+(step % every == 0, `every` the least power of two that fits them in q rows).  Which
+steps are held depends on the number recorded alone, not on when `history` was read
+(on every rank alike, for the distributed merge); `thinning()` says which.
 """
 
 from __future__ import annotations
@@ -53,13 +55,17 @@ class Table:
         self.count = 0  # rows ever appended: the next row's step
         self.stored = 0  # rows held: `count` unless thinned
         self.every, self.since = 1, 0  # before step `since` only every `every`-th is held
-        self._data = [np.empty(0) for _ in self.columns]  # one per column, equal capacity
+        # one array per column, of equal capacity: int64 for a column whose every value
+        # is an int, as pandas would infer it, float64 otherwise
+        self._data = [np.empty(0) for _ in self.columns]
         # columns whose first value was not a float: the types of all their values,
         # which decide the frame's dtype as pandas would from the values themselves
         self._kinds: dict[int, set] | None = None
         self._raw: dict[int, list] = {}  # such a column once it held neither int nor float
         self.partials: list[dict] = []  # per held row: the sums a distributed merge needs
-        self._bases: list[pd.DataFrame] = []  # frames over the current arrays (see `frame`)
+        self._bases: list[pd.DataFrame] = []  # frames over the current arrays (see `_base`)
+        self._layout = 0  # changes with the arrays' set: a new base frame is then due
+        self._based = -1  # the layout the newest base frame was made for
 
     # --- a chunk of rows, while its instruments compute ---------------------------
     def new_rows(self, steps) -> tuple[list[list[float]], list[dict]]:
@@ -118,6 +124,7 @@ class Table:
             index = self.index[key] = len(self.columns)
             self.columns.append(key)
             self._data.append(np.full(len(self._data[0]), _NAN))
+            self._layout += 1
         return index
 
     # --- appending and thinning ------------------------------------------------------
@@ -130,10 +137,11 @@ class Table:
             self._kinds = {j: set() for j, v in enumerate(rows[0]) if type(v) is not float}
         for j, kinds in self._kinds.items():
             values = [r[j] for r in rows]
-            ints = kinds <= {int}  # every earlier value an int
             kinds.update(map(type, values))
             if j in self._raw or not kinds <= {int, float}:
-                self._keep_raw(j, values, ints)
+                self._keep_raw(j, values)
+            if (kinds == {int}) != (self._data[j].dtype == np.int64):  # first chunk, or
+                self._retype(j, np.int64 if kinds == {int} else np.float64)  # a float came
         block = np.array([r + [_NAN] * (width - len(r)) for r in rows], dtype=np.float64)
         self._reserve(self.stored + k)
         for j, column in enumerate(self._data):
@@ -142,39 +150,44 @@ class Table:
         self.count += k
         if keep_partials:
             self.partials += partials
-        if self.max_rows is not None and self.stored > self.max_rows:
-            self._thin()
+        if self.max_rows is not None:
+            quarter = self.max_rows // 4
+            since = max(0, (self.count - 2 * quarter) // quarter * quarter)
+            if since > self.since:
+                self._thin(since)
 
-    def _keep_raw(self, j: int, values: list, ints: bool) -> None:
+    def _keep_raw(self, j: int, values: list) -> None:
         """A column with values neither int nor float (pandas then infers its dtype from
-        the objects) is kept as objects from then on; its earlier values were ints or
-        floats, read back as ints where every one was."""
+        the objects) is kept as objects from then on; its earlier values were ints (in
+        an int64 array) or floats."""
         if j not in self._raw:
-            earlier = self._data[j][:self.stored]
-            self._raw[j] = (earlier.astype(np.int64) if ints else earlier).tolist()
+            self._raw[j] = self._data[j][:self.stored].tolist()
         self._raw[j] += values
+
+    def _retype(self, j: int, dtype) -> None:
+        self._data[j] = _resized(self._data[j][:self.stored], len(self._data[j]), dtype)
+        self._layout += 1
 
     def _reserve(self, rows: int) -> None:
         """Room for `rows` rows: new arrays of twice the size (or `max_rows` and a half:
-        the most a thinned table holds before it thins)."""
+        a thinned table holds `max_rows` and one chunk before it thins)."""
         capacity = len(self._data[0])
         if rows <= capacity:
             return
         grown = max(rows, 2 * capacity, 256)
         if self.max_rows is not None:
             grown = max(rows, min(grown, self.max_rows * 3 // 2))
-        self._replace([np.concatenate([c[:self.stored], np.full(grown - self.stored, _NAN)])
-                       for c in self._data])
+        self._replace([_resized(c[:self.stored], grown, c.dtype) for c in self._data])
 
     def _replace(self, data: list[np.ndarray]) -> None:
         """New arrays: frames handed out keep the old ones (never written again)."""
         self._data = data
         self._bases = []
+        self._layout += 1
 
-    def _thin(self) -> None:
-        """Keep the newest max_rows // 2 steps whole and, before them, every `every`-th
-        step, `every` doubled until they fit in max_rows // 4 rows."""
-        since = self.count - self.max_rows // 2
+    def _thin(self, since: int) -> None:
+        """Keep the steps from `since` on and, before it, every `every`-th step, `every`
+        doubled until they fit in max_rows // 4 rows."""
         every = self.every
         while -(-since // every) > self.max_rows // 4:
             every *= 2
@@ -182,8 +195,7 @@ class Table:
         keep = (steps >= since) | (steps % every == 0)
         kept = int(keep.sum())
         capacity = len(self._data[0])
-        self._replace([np.concatenate([c[:self.stored][keep], np.full(capacity - kept, _NAN)])
-                       for c in self._data])
+        self._replace([_resized(c[:self.stored][keep], capacity, c.dtype) for c in self._data])
         if self.partials:
             self.partials = [p for p, k in zip(self.partials, keep.tolist(), strict=True) if k]
         for j, raw in self._raw.items():
@@ -205,26 +217,27 @@ class Table:
         frame = self._base().iloc[start:self.stored]
         if not _VIEWS:
             frame = frame.copy()
-        for j in self._kinds:
-            if j and (self._kinds[j] == {int} or j in self._raw):
-                frame[self.columns[j]] = self._values(j, start, self.stored)
-        frame["step"] = self._values(0, start, self.stored)  # int64 even after a merge
+        for j in self._raw:
+            frame[self.columns[j]] = self._values(j, start, self.stored)
+        if frame["step"].dtype != np.int64:  # int64 whatever its values (none but ints)
+            frame["step"] = self._values(0, start, self.stored)
         return frame
 
     def _base(self) -> pd.DataFrame:
         """A frame over the whole arrays: the frames handed out are slices of it.  Every
         one made over the current arrays stays referenced, so pandas' copy-on-write
         copies a column before a user's write reaches these arrays."""
-        if not self._bases or len(self._bases[-1].columns) != len(self.columns):
+        if self._based != self._layout:
             self._bases.append(pd.DataFrame(dict(zip(self.columns, self._data, strict=True)),
                                             copy=False))
+            self._based = self._layout
         return self._bases[-1]
 
     def _values(self, j: int, start: int, stop: int) -> np.ndarray:
         """Column j's values in rows [start, stop) as the dtype its values make."""
         if j in self._raw:
             return pd.DataFrame({0: self._raw[j][start:stop]})[0].to_numpy()
-        if j == 0 or self._kinds.get(j) == {int}:
+        if j == 0:
             return self._data[j][start:stop].astype(np.int64)
         return self._data[j][start:stop]
 
@@ -241,9 +254,13 @@ class Table:
         the arrays: a history read before keeps what it showed."""
         if len(merged) != self.stored:
             raise ValueError(f"{len(merged)} merged rows for {self.stored} local ones")
-        for key in {k for values in merged for k in values}:
+        keys = {k for values in merged for k in values}
+        for key in keys:
             self._column(key)
         self._replace([c.copy() for c in self._data])
+        for j in [self.index[k] for k in keys]:
+            if self._data[j].dtype == np.int64:
+                self._retype(j, np.float64)
         for i, values in enumerate(merged):
             for key, value in values.items():
                 j = self.index[key]
@@ -259,7 +276,15 @@ class Table:
 
     def clear(self) -> None:
         """Hold no rows (a rank other than 0 under other_ranks="none")."""
-        self._replace([np.empty(0) for _ in self.columns])
+        self._replace([c[:0].copy() for c in self._data])
         self.stored = 0
         self._raw = {}
         self.partials = []
+
+
+def _resized(values: np.ndarray, capacity: int, dtype) -> np.ndarray:
+    """`values` at the start of a new array of `capacity` (NaN after them, or 0 in an
+    int column: rows not yet written are never read)."""
+    out = np.full(capacity, _NAN) if dtype == np.float64 else np.zeros(capacity, dtype)
+    out[:len(values)] = values
+    return out
