@@ -122,6 +122,17 @@ def test_a_column_of_other_objects_gets_the_dtype_pandas_infers():
     pd.testing.assert_frame_equal(table.frame(), rebuilt(rows, table.columns), check_exact=True)
 
 
+def test_a_value_that_is_no_number_becomes_nan_not_an_error_inside_record():
+    rec = Recorder()
+    rec.chunk(3)
+    steps = [SimpleNamespace(loss=0.5, state=(0.1, 0.0, 0, 0, NAN, NAN, NAN, 0.0, NAN),
+                             extra={}) for _ in range(2)]
+    rows, partials = rec.table.new_rows(steps)
+    rec.table.fill(rows, steps, {"grad_norm": [1.5, "oops"]}, partials)
+    rec.table.append(rows, steps, partials, keep_partials=False)
+    assert rec.table.frame()["grad_norm"].tolist()[-2:] == [1.5, pytest.approx(NAN, nan_ok=True)]
+
+
 def test_the_distributed_merge_rewrites_rows_as_before_and_keeps_earlier_reads():
     rec = Recorder()
     rec.chunk(40)

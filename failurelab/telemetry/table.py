@@ -1,13 +1,14 @@
-"""The Monitor's history table: one float64 array per column, appended a chunk at a time.
+"""The Monitor's history table: one numpy array per column, appended a chunk at a time.
 
 Each instrument hands over {column: one value per step}; the table puts each value in
 its column of the chunk's rows (short-lived Python lists while the chunk is computed),
-then appends the chunk to the columns: numpy arrays grown by doubling, 8 bytes per
-column and step.  `frame` is then a view over those arrays, not a rebuild: reading
-`history` every few steps of a million-step run costs the same at step 10 and at step
-10^6 (a Python list per row cost ~300 B per step and a rebuild at every read).  Under
-pandas' copy-on-write (pandas >= 3) a frame handed out never changes and writing into
-it copies; on older pandas it is a copy.
+then appends the chunk to the columns: arrays grown by doubling, 8 bytes per column and
+step (int64 for a column of counts, float64 otherwise, as pandas infers them).  `frame`
+is then a view over those arrays, not a rebuild: reading `history` every few steps of a
+million-step run costs the same at step 10 and at step 10^6 (a Python list per row cost
+~300 B per step and a rebuild at every read).  Under pandas' copy-on-write (pandas >= 3)
+a frame handed out never changes and writing into it copies; on older pandas it is a
+copy.
 
 Long runs (`max_rows`): the table holds at most `max_rows` rows.  With q = max_rows // 4,
 the steps from `since` on are all kept, `since` being the count of steps less 2q to 3q
@@ -25,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 _NAN = float("nan")
-MIN_ROWS = 1024  # max_rows' least value: whole recent half >= a few economy chunks
+MIN_ROWS = 1024  # max_rows' least value: the steps held whole span 2+ economy chunks
 _VIEWS = int(pd.__version__.split(".")[0]) >= 3  # copy-on-write: frames may share arrays
 
 
@@ -142,7 +143,7 @@ class Table:
                 self._keep_raw(j, values)
             if (kinds == {int}) != (self._data[j].dtype == np.int64):  # first chunk, or
                 self._retype(j, np.int64 if kinds == {int} else np.float64)  # a float came
-        block = np.array([r + [_NAN] * (width - len(r)) for r in rows], dtype=np.float64)
+        block = _numbers([r + [_NAN] * (width - len(r)) for r in rows])
         self._reserve(self.stored + k)
         for j, column in enumerate(self._data):
             column[self.stored:self.stored + k] = block[:, j]
@@ -288,3 +289,19 @@ def _resized(values: np.ndarray, capacity: int, dtype) -> np.ndarray:
     out = np.full(capacity, _NAN) if dtype == np.float64 else np.zeros(capacity, dtype)
     out[:len(values)] = values
     return out
+
+
+def _numbers(rows: list[list]) -> np.ndarray:
+    """The rows as a float64 block.  This runs inside `record`: a value that is not a
+    number (none of the instruments makes one) becomes NaN rather than an error there."""
+    try:
+        return np.array(rows, dtype=np.float64)
+    except (TypeError, ValueError):
+        return np.array([[_number(v) for v in row] for row in rows], dtype=np.float64)
+
+
+def _number(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return _NAN
