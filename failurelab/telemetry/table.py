@@ -21,6 +21,8 @@ steps are held depends on the number recorded alone, not on when `history` was r
 from __future__ import annotations
 
 import math
+from itertools import chain
+from operator import itemgetter
 
 import numpy as np
 import pandas as pd
@@ -132,21 +134,24 @@ class Table:
     def append(self, rows, steps, partials, keep_partials: bool) -> None:
         """The chunk's rows (with each step's extras) at the end of the columns."""
         for row, step in zip(rows, steps, strict=True):
-            self.set(row, step.extra)
+            if step.extra:
+                self.set(row, step.extra)
         width, k = len(self.columns), len(rows)
         if self._kinds is None:  # the first row decides which columns may not be floats
             self._kinds = {j: set() for j, v in enumerate(rows[0]) if type(v) is not float}
         for j, kinds in self._kinds.items():
-            values = [r[j] for r in rows]
-            kinds.update(map(type, values))
+            kinds.update(map(type, map(itemgetter(j), rows)))
             if j in self._raw or not kinds <= {int, float}:
-                self._keep_raw(j, values)
+                self._keep_raw(j, [r[j] for r in rows])
             if (kinds == {int}) != (self._data[j].dtype == np.int64):  # first chunk, or
                 self._retype(j, np.int64 if kinds == {int} else np.float64)  # a float came
-        block = _numbers([r + [_NAN] * (width - len(r)) for r in rows])
+        for row in rows:  # a row made before a column was added ends short of it
+            if len(row) < width:
+                row.extend([_NAN] * (width - len(row)))
+        block = _numbers(rows, width).T.copy()  # one contiguous run per column
         self._reserve(self.stored + k)
-        for j, column in enumerate(self._data):
-            column[self.stored:self.stored + k] = block[:, j]
+        for column, values in zip(self._data, block, strict=True):
+            column[self.stored:self.stored + k] = values
         self.stored += k
         self.count += k
         if keep_partials:
@@ -291,13 +296,15 @@ def _resized(values: np.ndarray, capacity: int, dtype) -> np.ndarray:
     return out
 
 
-def _numbers(rows: list[list]) -> np.ndarray:
-    """The rows as a float64 block.  This runs inside `record`: a value that is not a
-    number (none of the instruments makes one) becomes NaN rather than an error there."""
+def _numbers(rows: list[list], width: int) -> np.ndarray:
+    """The rows (each `width` long) as a float64 block.  This runs inside `record`: a
+    value that is not a number (none of the instruments makes one) becomes NaN rather
+    than an error there."""
     try:
-        return np.array(rows, dtype=np.float64)
+        flat = np.fromiter(chain.from_iterable(rows), np.float64, len(rows) * width)
     except (TypeError, ValueError):
-        return np.array([[_number(v) for v in row] for row in rows], dtype=np.float64)
+        flat = np.array([_number(v) for row in rows for v in row], dtype=np.float64)
+    return flat.reshape(len(rows), width)
 
 
 def _number(value) -> float:
