@@ -137,6 +137,9 @@ def alerts(history: pd.DataFrame, window: int = WINDOW,
     worded in `lang`."""
     if history.empty or "loss" not in history:
         return []
+    read = rows_read(window)
+    if read is not None:
+        history = history.iloc[-read:]  # the rows any rule reads, whatever the run's length
     step = int(history["step"].iloc[-1]) if "step" in history else len(history) - 1
     found, kinds = [], set()
     for rule in rules(window):
@@ -149,6 +152,15 @@ def alerts(history: pd.DataFrame, window: int = WINDOW,
                       "limit": rule.signature.conditions[0].threshold}
             found.append(Alert(step, kind, MESSAGES[rule.key].say(lang, **values), lang))
     return found
+
+
+def rows_read(window) -> int | None:
+    """How many trailing rows the alerts for `window` read (the window and the longest
+    lookback): `Monitor.alerts` hands over only those, so a call costs the same at step
+    10^6 as at step 100.  None for a window that is not a positive int (all rows)."""
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        return None
+    return window + max(rule.lookback for rule in rules(window))
 
 
 @dataclass(frozen=True)

@@ -95,12 +95,15 @@ class Monitor:
     >>> mon = Monitor(model, optimizer)
     >>> ...; optimizer.step(); mon.record(loss)
     >>> mon.history  # one row per recorded step
+
+    `max_rows` bounds a long run's history: older steps are thinned (see table.py and
+    docs/engineers.md, "Long runs"); None keeps every step.
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *,
                  scaler: torch.amp.GradScaler | None = None,
                  preset: str = "full", other_ranks: str = "local",
-                 hook_optimizer: bool = True):
+                 hook_optimizer: bool = True, max_rows: int | None = None):
         if preset not in PRESETS:
             raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {preset!r}")
         if other_ranks not in ("local", "none"):
@@ -168,7 +171,7 @@ class Monitor:
             instrument.partials = self._world > 1
         self._table = Table(list(GLOBAL_COLUMNS) + [c for i in self._all for c in i.columns
                                                     if c not in GLOBAL_COLUMNS and c[0] != "_"],
-                            STATE_COLUMNS)
+                            STATE_COLUMNS, max_rows)  # max_rows: see table, "Long runs"
         self._pending: list[_Step] = []
         self._sized_for = None  # the forward shapes the chunk length was last checked for
         self._stepped = False  # has the optimizer stepped since the last record?
@@ -385,7 +388,7 @@ class Monitor:
         self._off.add(instrument)
         columns = [c for c in instrument.columns if c[0] != "_"]
         reason = f"{type(exc).__name__}: {exc}"
-        nan_from = len(self._table.rows)
+        nan_from = self._table.count
         self.stopped[instrument.name] = {"step": self._count, "nan_from": nan_from,
                                          "reason": reason, "columns": columns}
         warn(f"the {instrument.name!r} instrument failed at step {self._count} and is "
@@ -546,17 +549,23 @@ class Monitor:
     @property
     def history(self) -> pd.DataFrame:
         """One row per recorded step: the columns of the API contract plus your extras.
-        `history.attrs["stopped"]` lists the instruments that failed (see `stopped`)."""
+        `history.attrs["stopped"]` lists the instruments that failed (see `stopped`);
+        with `max_rows`, `history.attrs["thinned"]` which older steps are left out.
+        A view, not a rebuild: cheap to read every few steps (see table)."""
         self._flush()
         frame = self._table.frame()
         frame.attrs["stopped"] = {k: dict(v) for k, v in self.stopped.items()}
+        if self._table.max_rows is not None:
+            frame.attrs["thinned"] = self._table.thinning()
         return frame
 
     def alerts(self, window: int = 20, lang: str | None = None) -> list:
-        """The course's warning signs in the last `window` steps (see `fl.alerts`)."""
-        from ..evidence.alerts import alerts
+        """The course's warning signs in the last `window` steps (see `fl.alerts`);
+        reads only those rows, so its cost does not grow with the run."""
+        from ..evidence.alerts import alerts, rows_read
 
-        return alerts(self.history, window, lang)
+        self._flush()
+        return alerts(self._table.frame(last=rows_read(window)), window, lang)
 
     def to_csv(self, path) -> None:
         """Save the history; `fl.read_history(path)` reads it back exactly."""
@@ -583,21 +592,19 @@ class Monitor:
 
     def _merge_ranks(self) -> None:
         table = self._table
-        gathered = [c for c in _GATHERED if c in table.index]
-        local = [{**{c: table.value(row, c) for c in gathered}, **part}
-                 for row, part in zip(table.rows, table.partials, strict=True)]
+        local = table.local_rows(["step", *_GATHERED])
         by_rank = distributed.gather(local)  # the collective: every rank gets here
         try:
+            _same_steps(by_rank)
             merged = distributed.merge(by_rank)
         except Exception as exc:  # noqa: BLE001 - close() must not fail the user's run
             merged = None
             warn(f"the ranks' columns could not be merged ({type(exc).__name__}: {exc}); "
                  f"each rank's history keeps its own")
         if self._rank == 0 and merged is not None:
-            for row, values in zip(table.rows, merged, strict=True):
-                table.set(row, values)
+            table.overwrite(merged)
         elif self._rank != 0 and self._other_ranks == "none":
-            table.rows = []
+            table.clear()
         table.partials = []
 
     def __enter__(self) -> "Monitor":
@@ -640,6 +647,15 @@ def _stacking(steps: list[_Step], instrument: ins.Instrument, position: int) -> 
         if key is not _ABSENT:
             groups.setdefault(key, []).append(i)
     return list(groups.values())
+
+
+def _same_steps(by_rank: list[list[dict]]) -> None:
+    """Rows merge by position: each must hold the same step on every rank (with
+    `max_rows`, ranks that recorded different numbers of steps thin differently)."""
+    for i, rows in enumerate(zip(*by_rank, strict=False)):
+        if len({row["step"] for row in rows}) > 1:
+            raise ValueError(f"row {i} holds different steps on different ranks (max_rows "
+                             f"thinned ranks that recorded different numbers of steps)")
 
 
 def _read_losses(steps: list[_Step]) -> None:

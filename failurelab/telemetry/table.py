@@ -1,39 +1,82 @@
-"""The Monitor's history table: rows of floats filled by column name.
+"""The Monitor's history table: one numpy array per column, appended a chunk at a time.
 
 Each instrument hands over {column: one value per step}; the table puts each value in
-its column, extends the columns for the loop's own extras, and builds the DataFrame.
+its column of the chunk's rows (short-lived Python lists while the chunk is computed),
+then appends the chunk to the columns: arrays grown by doubling, 8 bytes per column and
+step (int64 for a column of counts, float64 otherwise, as pandas infers them).  `frame`
+is then a view over those arrays, not a rebuild: reading `history` every few steps of a
+million-step run costs the same at step 10 and at step 10^6 (a Python list per row cost
+~300 B per step and a rebuild at every read).  Under pandas' copy-on-write (pandas >= 3)
+a frame handed out never changes and writing into it copies; on older pandas it is a
+copy.
+
+Long runs (`max_rows`): the table holds at most `max_rows` rows.  With q = max_rows // 4,
+the steps from `since` on are all kept, `since` being the count of steps less 2q to 3q
+(a multiple of q: it moves every q steps); before `since` only every `every`-th step is
+(step % every == 0, `every` the least power of two that fits them in q rows).  Which
+steps are held depends on the number recorded alone, not on when `history` was read
+(on every rank alike, for the distributed merge); `thinning()` says which.
 """
 
 from __future__ import annotations
 
 import math
+from itertools import chain
+from operator import itemgetter
 
 import numpy as np
 import pandas as pd
 
 _NAN = float("nan")
+MIN_ROWS = 1024  # max_rows' least value: the steps held whole span 2+ economy chunks
+_VIEWS = int(pd.__version__.split(".")[0]) >= 3  # copy-on-write: frames may share arrays
+
+
+def check_max_rows(max_rows) -> int | None:
+    """`max_rows` as given, or a one-line error naming what it must be."""
+    if max_rows is None:
+        return None
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int | np.integer) \
+            or max_rows < MIN_ROWS:
+        raise ValueError(f"max_rows must be None (keep every step) or an int >= {MIN_ROWS}, "
+                         f"got {max_rows!r}")
+    return int(max_rows)
 
 
 class Table:
-    """`columns` must include "step", "loss", "nonfinite" and every name in `state`:
-    the per-record values (`_Step.state`, in that order) that `record` fills itself."""
+    """`columns` must start with "step" and include "loss", "nonfinite" and every name in
+    `state`: the per-record values (`_Step.state`, in that order) that `record` fills
+    itself."""
 
-    def __init__(self, columns: list[str], state: tuple[str, ...]):
+    def __init__(self, columns: list[str], state: tuple[str, ...], max_rows: int | None = None):
+        self.max_rows = check_max_rows(max_rows)
         self.columns = list(columns)
         self.index = {c: i for i, c in enumerate(self.columns)}
         self._nonfinite = self.index["nonfinite"]
         self._state = [self.index[c] for c in state]
         self._skipped = state.index("step_skipped")
-        self.rows: list[list[float]] = []
-        self.partials: list[dict] = []  # per row: the sums a distributed merge needs
-        self._frame: pd.DataFrame | None = None
+        self.count = 0  # rows ever appended: the next row's step
+        self.stored = 0  # rows held: `count` unless thinned
+        self.every, self.since = 1, 0  # before step `since` only every `every`-th is held
+        # one array per column, of equal capacity: int64 for a column whose every value
+        # is an int, as pandas would infer it, float64 otherwise
+        self._data = [np.empty(0) for _ in self.columns]
+        # columns whose first value was not a float: the types of all their values,
+        # which decide the frame's dtype as pandas would from the values themselves
+        self._kinds: dict[int, set] | None = None
+        self._raw: dict[int, list] = {}  # such a column once it held neither int nor float
+        self.partials: list[dict] = []  # per held row: the sums a distributed merge needs
+        self._bases: list[pd.DataFrame] = []  # frames over the current arrays (see `_base`)
+        self._layout = 0  # changes with the arrays' set: a new base frame is then due
+        self._based = -1  # the layout the newest base frame was made for
 
+    # --- a chunk of rows, while its instruments compute ---------------------------
     def new_rows(self, steps) -> tuple[list[list[float]], list[dict]]:
         """Rows for `steps` with the loss and the per-record state filled in."""
         rows = []
         for i, step in enumerate(steps):
             row = [_NAN] * len(self.columns)
-            row[0], row[1] = len(self.rows) + i, step.loss
+            row[0], row[1] = self.count + i, step.loss
             row[self._nonfinite] = 0.0 if math.isfinite(step.loss) else 1.0  # the loss's share
             for j, value in zip(self._state, step.state, strict=True):
                 row[j] = value
@@ -71,56 +114,201 @@ class Table:
             for row in rows:
                 row[j] = _NAN
 
-    def append(self, rows, steps, partials, keep_partials: bool) -> None:
-        for row, step in zip(rows, steps, strict=True):
-            self.rows.append(self.set(row, step.extra))
-        if keep_partials:
-            self.partials += partials
-        self._frame = None
-
     def set(self, row: list[float], values: dict[str, float]) -> list[float]:
         """Put `values` into `row` by column name, adding columns not seen before."""
         for key, value in values.items():
-            index = self.index.get(key)
-            if index is None:
-                index = self.index[key] = len(self.columns)
-                self.columns.append(key)
-            row.extend([_NAN] * (index + 1 - len(row)))
-            row[index] = _NAN if value is None else float(value)
-        self._frame = None
+            row.extend([_NAN] * (self._column(key) + 1 - len(row)))
+            row[self.index[key]] = _NAN if value is None else float(value)
         return row
 
-    def value(self, row: list[float], column: str) -> float:
-        j = self.index.get(column, len(row))
-        return row[j] if j < len(row) else _NAN
+    def _column(self, key: str) -> int:
+        index = self.index.get(key)
+        if index is None:
+            index = self.index[key] = len(self.columns)
+            self.columns.append(key)
+            self._data.append(np.full(len(self._data[0]), _NAN))
+            self._layout += 1
+        return index
 
-    def frame(self) -> pd.DataFrame:
-        if self._frame is None:
-            width = len(self.columns)
-            rows = [r + [_NAN] * (width - len(r)) for r in self.rows]
-            if rows:
-                self._frame = _frame(rows, self.columns)
-            else:
-                self._frame = pd.DataFrame(rows, columns=self.columns).astype({"step": "int64"})
-        return self._frame.copy()
+    # --- appending and thinning ------------------------------------------------------
+    def append(self, rows, steps, partials, keep_partials: bool) -> None:
+        """The chunk's rows (with each step's extras) at the end of the columns."""
+        for row, step in zip(rows, steps, strict=True):
+            if step.extra:
+                self.set(row, step.extra)
+        width, k = len(self.columns), len(rows)
+        if self._kinds is None:  # the first row decides which columns may not be floats
+            self._kinds = {j: set() for j, v in enumerate(rows[0]) if type(v) is not float}
+        for j, kinds in self._kinds.items():
+            kinds.update(map(type, map(itemgetter(j), rows)))
+            if j in self._raw or not kinds <= {int, float}:
+                self._keep_raw(j, [r[j] for r in rows])
+            if (kinds == {int}) != (self._data[j].dtype == np.int64):  # first chunk, or
+                self._retype(j, np.int64 if kinds == {int} else np.float64)  # a float came
+        for row in rows:  # a row made before a column was added ends short of it
+            if len(row) < width:
+                row.extend([_NAN] * (width - len(row)))
+        block = _numbers(rows, width).T.copy()  # one contiguous run per column
+        self._reserve(self.stored + k)
+        for column, values in zip(self._data, block, strict=True):
+            column[self.stored:self.stored + k] = values
+        self.stored += k
+        self.count += k
+        if keep_partials:
+            self.partials += partials
+        if self.max_rows is not None:
+            quarter = self.max_rows // 4
+            since = max(0, (self.count - 2 * quarter) // quarter * quarter)
+            if since > self.since:
+                self._thin(since)
+
+    def _keep_raw(self, j: int, values: list) -> None:
+        """A column with values neither int nor float (pandas then infers its dtype from
+        the objects) is kept as objects from then on; its earlier values were ints (in
+        an int64 array) or floats."""
+        if j not in self._raw:
+            self._raw[j] = self._data[j][:self.stored].tolist()
+        self._raw[j] += values
+
+    def _retype(self, j: int, dtype) -> None:
+        self._data[j] = _resized(self._data[j][:self.stored], len(self._data[j]), dtype)
+        self._layout += 1
+
+    def _reserve(self, rows: int) -> None:
+        """Room for `rows` rows: new arrays of twice the size (or `max_rows` and a half:
+        a thinned table holds `max_rows` and one chunk before it thins)."""
+        capacity = len(self._data[0])
+        if rows <= capacity:
+            return
+        grown = max(rows, 2 * capacity, 256)
+        if self.max_rows is not None:
+            grown = max(rows, min(grown, self.max_rows * 3 // 2))
+        self._replace([_resized(c[:self.stored], grown, c.dtype) for c in self._data])
+
+    def _replace(self, data: list[np.ndarray]) -> None:
+        """New arrays: frames handed out keep the old ones (never written again)."""
+        self._data = data
+        self._bases = []
+        self._layout += 1
+
+    def _thin(self, since: int) -> None:
+        """Keep the steps from `since` on and, before it, every `every`-th step, `every`
+        doubled until they fit in max_rows // 4 rows."""
+        every = self.every
+        while -(-since // every) > self.max_rows // 4:
+            every *= 2
+        steps = self._data[0][:self.stored]
+        keep = (steps >= since) | (steps % every == 0)
+        kept = int(keep.sum())
+        capacity = len(self._data[0])
+        self._replace([_resized(c[:self.stored][keep], capacity, c.dtype) for c in self._data])
+        if self.partials:
+            self.partials = [p for p, k in zip(self.partials, keep.tolist(), strict=True) if k]
+        for j, raw in self._raw.items():
+            self._raw[j] = [v for v, k in zip(raw, keep.tolist(), strict=True) if k]
+        self.stored, self.every, self.since = kept, every, since
+
+    def thinning(self) -> dict:
+        """What a thinned history holds: every step from `before_step` on, and before it
+        the steps that are multiples of `every`."""
+        return {"max_rows": self.max_rows, "every": self.every, "before_step": self.since}
+
+    # --- reading -------------------------------------------------------------------
+    def frame(self, last: int | None = None) -> pd.DataFrame:
+        """The held rows (the `last` ones only, when given) as a DataFrame with the types
+        pandas would infer from the values: int64 for a column of ints."""
+        if not self.stored:
+            return pd.DataFrame([], columns=self.columns).astype({"step": "int64"})
+        start = 0 if last is None else max(0, self.stored - last)
+        frame = self._base().iloc[start:self.stored]
+        if not _VIEWS:
+            frame = frame.copy()
+        for j in self._raw:
+            frame[self.columns[j]] = self._values(j, start, self.stored)
+        if frame["step"].dtype != np.int64:  # int64 whatever its values (none but ints)
+            frame["step"] = self._values(0, start, self.stored)
+        return frame
+
+    def _base(self) -> pd.DataFrame:
+        """A frame over the whole arrays: the frames handed out are slices of it.  Every
+        one made over the current arrays stays referenced, so pandas' copy-on-write
+        copies a column before a user's write reaches these arrays."""
+        if self._based != self._layout:
+            self._bases.append(pd.DataFrame(dict(zip(self.columns, self._data, strict=True)),
+                                            copy=False))
+            self._based = self._layout
+        return self._bases[-1]
+
+    def _values(self, j: int, start: int, stop: int) -> np.ndarray:
+        """Column j's values in rows [start, stop) as the dtype its values make."""
+        if j in self._raw:
+            return pd.DataFrame({0: self._raw[j][start:stop]})[0].to_numpy()
+        if j == 0:
+            return self._data[j][start:stop].astype(np.int64)
+        return self._data[j][start:stop]
+
+    def local_rows(self, columns: list[str]) -> list[dict]:
+        """Per held row: its values of `columns` and its partial sums (see distributed)."""
+        names = [c for c in columns if c in self.index]
+        values = [self._values(self.index[c], 0, self.stored).tolist() for c in names]
+        rows = [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)] \
+            if names else [{} for _ in range(self.stored)]
+        return [{**row, **part} for row, part in zip(rows, self.partials, strict=True)]
+
+    def overwrite(self, merged: list[dict]) -> None:
+        """Rank 0's rows rewritten with the merged values (see distributed), in copies of
+        the arrays: a history read before keeps what it showed."""
+        if len(merged) != self.stored:
+            raise ValueError(f"{len(merged)} merged rows for {self.stored} local ones")
+        keys = {k for values in merged for k in values}
+        for key in keys:
+            self._column(key)
+        self._replace([c.copy() for c in self._data])
+        for j in [self.index[k] for k in keys]:
+            if self._data[j].dtype == np.int64:
+                self._retype(j, np.float64)
+        for i, values in enumerate(merged):
+            for key, value in values.items():
+                j = self.index[key]
+                self._data[j][i] = value = _NAN if value is None else float(value)
+                if j in self._kinds:  # a merged value is a float
+                    if i == 0:
+                        del self._kinds[j]
+                        self._raw.pop(j, None)
+                    else:
+                        self._kinds[j].add(float)
+                        if j in self._raw:
+                            self._raw[j][i] = value
+
+    def clear(self) -> None:
+        """Hold no rows (a rank other than 0 under other_ranks="none")."""
+        self._replace([c[:0].copy() for c in self._data])
+        self.stored = 0
+        self._raw = {}
+        self.partials = []
 
 
-def _frame(rows: list[list], columns: list[str]) -> pd.DataFrame:
-    """`pd.DataFrame(rows, columns=columns)` with an int64 step, many times faster.
+def _resized(values: np.ndarray, capacity: int, dtype) -> np.ndarray:
+    """`values` at the start of a new array of `capacity` (NaN after them, or 0 in an
+    int column: rows not yet written are never read)."""
+    out = np.full(capacity, _NAN) if dtype == np.float64 else np.zeros(capacity, dtype)
+    out[:len(values)] = values
+    return out
 
-    The rows hold ints (counts) and floats; pandas infers each column's type value by
-    value: int64 where every value is an int, float64 otherwise.  Only a column whose
-    first value is not a float can be int64, so only those are looked at (and left to
-    pandas' own inference if they hold anything but ints and floats)."""
-    array = np.array(rows, dtype=np.float64)
-    data = dict(zip(columns, array.T, strict=True))
-    for j, value in enumerate(rows[0]):
-        if type(value) is not float:
-            values = [r[j] for r in rows]
-            kinds = set(map(type, values))
-            if kinds == {int}:
-                data[columns[j]] = np.array(values, dtype=np.int64)
-            elif not kinds <= {int, float}:
-                data[columns[j]] = pd.DataFrame({0: values})[0].to_numpy()
-    data["step"] = data["step"].astype(np.int64)  # not DataFrame.astype: 10 ms, by column
-    return pd.DataFrame(data)
+
+def _numbers(rows: list[list], width: int) -> np.ndarray:
+    """The rows (each `width` long) as a float64 block.  This runs inside `record`: a
+    value that is not a number (none of the instruments makes one) becomes NaN rather
+    than an error there."""
+    try:
+        flat = np.fromiter(chain.from_iterable(rows), np.float64, len(rows) * width)
+    except (TypeError, ValueError):
+        flat = np.array([_number(v) for row in rows for v in row], dtype=np.float64)
+    return flat.reshape(len(rows), width)
+
+
+def _number(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return _NAN
