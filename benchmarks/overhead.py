@@ -1,29 +1,32 @@
 """Telemetry overhead: the same training loops plain and under `fl.Monitor`.
 
-Three loops: the lab's tiny tabular MLP (SGD, batch 64), a mid-size CNN (two
+Five loops: the lab's tiny tabular MLP (SGD, batch 64), a mid-size CNN (two
 conv+BatchNorm blocks and a dense head, ~0.5 M parameters, AdamW, batch 64 of 3x32x32),
-and a small causal language model (two pre-norm transformer layers of width 128 over a
-vocabulary of 2000, AdamW, 16 sequences of 64 tokens): its logits, (16, 64, 2000), are
-the largest output a user's model is likely to hand the monitor.  The LM runs twice:
-with batches of one length, and padded to each batch's own longest sequence (40-64
-tokens), as most text collators do, so that the forward tensors change shape at almost
-every step.
+a small causal language model (two pre-norm transformer layers of width 128 over a
+vocabulary of 2000, 0.9 M parameters, AdamW, 16 sequences of 64 tokens): its logits,
+(16, 64, 2000), are the largest output a user's model is likely to hand the monitor;
+the same LM with each batch padded to its own longest sequence (40-64 tokens), as most
+text collators do, so that the forward tensors change shape at almost every step; and a
+5 M-parameter transformer (five layers of width 256, 8 sequences of 64 tokens), whose
+40 MB of weights and gradients are more than the monitor copies every step.
 For each loop the variants run interleaved (plain, full, economy, ...; each repeat
-starts one variant later), so background load hits all of them alike; each variant's time per step is the median
-over the repeats, and its ratio is the median over the repeats of its time divided by
-the plain loop's time in the same repeat.
+starts one variant later), so background load hits all of them alike; each variant's
+time per step is the median over the repeats, and its ratio is the median over the
+repeats of its time divided by the plain loop's time in the same repeat.  Times are the
+thread's CPU seconds (one torch thread): on a shared machine the time a loop waits for
+a core is not its own; `--wall` times wall-clock seconds.
 
     OMP_NUM_THREADS=1 python benchmarks/overhead.py [--repeats 9] [--steps 256] [--floor]
-        [--against DIR] [--no-lm]
+        [--against DIR] [--only mlp cnn lm lm-padded transformer] [--no-lm] [--wall]
 
-Targets (issue 10), printed beside each ratio: full <= 1.3x on the tiny MLP and
-<= 1.05x on the CNN; economy <= 1.05x on both.  The language model has no target of
-the issue's; a user would expect what the CNN's say, a few per cent.  The load average is printed before and
-after: on a shared machine, ratios measured under load are noisier and usually higher.
+Targets (issue 31), printed beside each ratio: full <= 1.3x on the tiny MLP and <= 1.05x
+from 0.5 M parameters up (the CNN, the LMs, the transformer); economy <= 1.05x
+everywhere.  The load average is printed before and after: on a shared machine, ratios
+measured under load are noisier and usually higher.
 
 `--floor` adds two variants that register the hooks each preset needs with empty
-bodies (and read the loss as a float, as `record` must): what any hook-based monitor
-pays before it measures anything, the floor under the presets' ratios.
+bodies, attached every step (and read the loss as a float, as `record` must): what a
+monitor that hooks every step pays before it measures anything.
 
 `--against DIR` adds the presets of another copy of the package, DIR/failurelab (e.g.
 `git archive main failurelab | tar -x -C DIR`), to the same interleaved run: on a
