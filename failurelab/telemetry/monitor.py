@@ -65,11 +65,14 @@ ECONOMY_INTERVAL = PRESETS["economy"].interval
 # diagnosis reads them as medians, shares and a start (`evidence.quantities`), which one
 # step in 8 of a run of 40 steps or more gives.  `forward_every=1` reads every step (the lab).
 FORWARD_EVERY = 8
-# A model with more trainable entries than this has its gradients and weights read on
-# the forward schedule too (with the gradient of the step before, for the cosine):
-# copying 42 MB of a 5 M-parameter transformer's weights and gradients every step
-# cost 1.25x.  Below it, the copies of every step cost less than the hooks.
-PARAMETERS_EVERY_STEP = 2**20
+# A model with more trainable entries than this (1 MB of float32 weights) has its
+# gradients and weights read on the forward schedule too (with the gradient of the step
+# before, for the cosine).  Reading them every step copies and passes over them some 15
+# times a step: 42 MB of a 5 M-parameter transformer's weights and gradients copied every
+# step cost 1.25x, and the 0.5 M-parameter CNN of benchmarks/overhead.py spent 2.7 ms of
+# its 100 ms step there (0.7 ms on the schedule), most of a 5% budget.  Below it, a
+# step's copies cost microseconds.
+PARAMETERS_EVERY_STEP = 2**18
 CHUNK_STEPS = 64  # steps whose statistics are computed together
 CHUNK_BYTES = 64 * 2**20  # ...unless their pending copies would exceed this
 GLOBAL_COLUMNS = ("step", "loss", "grad_norm", "weight_norm", "update_norm", "update_ratio",
