@@ -138,3 +138,25 @@ def test_the_forward_quantities_read_the_observed_rows():
     for name in ("saturation_start", "dead_start", "output_scale_start"):
         assert getattr(q, name)(sampled) == getattr(q, name)(every), name
     assert math.isfinite(q.dead_end(sampled)) and math.isfinite(q.saturation_median(sampled))
+
+
+def test_a_step_whose_loss_is_not_finite_has_its_input_read():
+    """NaN rows in the data are the first cause to rule out: a step the schedule does
+    not read still has its input batch read when its loss comes out NaN."""
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with fl.Monitor(model, opt) as mon:
+        for step in range(6):
+            x = torch.randn(8, 5)
+            if step == 3:
+                x[2, 1] = float("nan")
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), torch.zeros(8).long())
+            loss.backward()
+            opt.step()
+            mon.record(loss)
+        h = mon.history
+    assert h["input_nonfinite"].iloc[0] == 0 and h["input_nonfinite"].iloc[3] == 1
+    assert h["input_nonfinite"].iloc[1:3].isna().all()  # finite losses: not read
+    assert h["forward_observed"].iloc[3] == 0 and math.isnan(h["output_std"].iloc[3])

@@ -15,6 +15,11 @@ step.  Everything else comes from hooks it adds, and removes on `close()`:
 * a hook on the last trainable parameter sees, in each backward pass, whether `.grad`
   was emptied since the last step (`grad_carried`: 1 when it never was).
 
+The forward hooks (all but the model's forward pre-hook, which also sees evaluations)
+are attached only for the steps whose forward tensors are read: every `forward_every`-th
+step under the full preset (`FORWARD_EVERY`; `fl.run` reads every step), and the
+`forward_observed` column says which rows those are.
+
 Only forward passes that build a graph are observed, so an evaluation under
 `torch.no_grad()` between steps does not overwrite the training batch's statistics;
 one column compares exactly those evaluation inputs with the training inputs
@@ -32,6 +37,7 @@ with one warning (`Monitor.stopped` says which, when and why) and the others go 
 from __future__ import annotations
 
 import functools
+import math
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -111,6 +117,11 @@ class Monitor:
     >>> mon = Monitor(model, optimizer)
     >>> ...; optimizer.step(); mon.record(loss)
     >>> mon.history  # one row per recorded step
+
+    `forward_every`: read the forward tensors (inputs, output, activations) of one step
+    in this many, from step 0 (default `FORWARD_EVERY`; 1: every step).  A model of more
+    than `PARAMETERS_EVERY_STEP` trainable entries also reads its gradients and weights
+    on those steps only.
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *,
@@ -194,6 +205,9 @@ class Monitor:
         self._scheduled = {i for i in self._hooked
                            if i is not self._carried and i is not getattr(self, "_eval_inputs", None)}
         self._forward_on = False  # are the forward hooks attached now?
+        # the training inputs of a step the schedule does not read (references, not
+        # copies): read after all when the step's loss is not finite (`_read_unread_inputs`)
+        self._unread_inputs: list = []
         self._stepping = [i for i in self._hooked if hasattr(i, "at_step")]  # read at steps
         self._rank, self._world = distributed.world()
         self._other_ranks = other_ranks
@@ -212,6 +226,7 @@ class Monitor:
         self._lr = _NAN
         self._lowp = 0.0
         self._scaled = 0.0  # 1: the step was taken by an enabled GradScaler (NaN: no step)
+        self._scaler_read = False  # has a step been taken (and the frames read) yet?
         self._off: set = set()  # instruments switched off after a failure
         self.stopped: dict[str, dict] = {}  # instrument -> step, reason, columns
         self._misuse = Misuse(warn)
@@ -334,11 +349,13 @@ class Monitor:
                     self._stop(instrument, exc)
         try:
             self._lr = ins.first_lr(optimizer)
-            if self._scaler is not None or not self._count % self._forward_every:
+            if (self._scaler is not None or not self._count % self._forward_every
+                    or not self._scaler_read):
                 # without a scaler given, the caller's frames are read on the forward
                 # schedule's steps (microseconds each): a loop's steps are all taken by
                 # its GradScaler or none are
                 self._scaled = 1.0 if ins.scaled_step(self._scaler) else 0.0
+                self._scaler_read = True
             phase = self._count % self._interval  # 0: this step is observed
             last = phase == self._interval - 1  # economy: keep g_{t-1} for step t's cosine
             if (phase == 0 or last) and self._parameters not in self._off:
@@ -390,6 +407,8 @@ class Monitor:
         if training and not self._forward_on:  # a step the schedule does not read
             if not module.training:  # ...but a pass in eval mode is an evaluation
                 self._contained(self._eval_inputs, module, (args, kwargs), None)
+            else:  # kept by reference: read only if this step's loss is not finite
+                self._unread_inputs.append((args, kwargs))
             return
         self._guarded(self._inputs, (args, kwargs))
         # a training pass: the inputs instrument has just copied the batch
@@ -474,7 +493,10 @@ class Monitor:
         if extra:
             extra = self._misuse.extras(extra, self._measured)
         stepped, self._stepped = self._stepped, False
-        if stepped and self._pending and self._count % self._interval:
+        finite = not isinstance(loss_value, float) or math.isfinite(loss_value)
+        if (stepped and self._pending and self._count % self._interval
+                and (finite or self._inputs is None)):
+            self._unread_inputs.clear()
             self._record_unobserved(loss, loss_value, extra)
             return
         if not stepped:
@@ -485,6 +507,9 @@ class Monitor:
         unoptimized = sum(p.grad is not None for p in self._unoptimized) if self._unoptimized else 0
         norms_training = 1.0 if self._norms and any(m.training for m in self._norms) else 0.0
         forward = self._forward_on and bool(self._scheduled)  # this step's forward was read
+        if not forward and not finite:
+            self._read_unread_inputs()
+        self._unread_inputs.clear()
         state = (self._lr, self._lowp_share(), unoptimized, 0 if stepped else 1,
                  self._dropout_rate(), self._scaled if stepped else _NAN, norms_training,
                  self._frozen, self._mode if stepped else _NAN, 1.0 if forward else 0.0)
@@ -503,6 +528,13 @@ class Monitor:
         self._arm_watch(not self._count % self._interval)
         if len(self._pending) >= self._chunk * self._interval:
             self._flush()
+
+    def _read_unread_inputs(self) -> None:
+        """A step the schedule does not read ended in a non-finite loss: its input batch,
+        kept by reference, is read after all (NaN rows in the data are the first thing
+        to rule out, and the forward hooks were not attached to copy them)."""
+        for seen in self._unread_inputs:
+            self._contained(self._inputs, seen)
 
     def _record_unobserved(self, loss, loss_value: float, extra: dict) -> None:
         """A step economy does not observe: the least a row needs, because on a tiny
@@ -538,7 +570,8 @@ class Monitor:
                 self._stop(self._parameters, exc)
         unbatched = self._unbatched()
         for instrument in self._hooked:
-            if not forward and instrument in self._scheduled:
+            if not forward and instrument in self._scheduled and (
+                    instrument is not self._inputs or self._inputs.current is None):
                 shapes.append("unread")
                 continue
             if instrument not in self._off:
