@@ -20,7 +20,10 @@ from failurelab.evidence import quantities as q
 from failurelab.lab.train import run
 from failurelab.telemetry.monitor import FORWARD_EVERY
 
-FAULTS = ("saturated_sigmoid", "dead_relu", "wrong_loss", "bad_init", "no_input_norm")
+# faults read from activations, outputs and inputs, and from the output's gradient (fp16,
+# accumulation), a NaN batch, and a padding mask (the sequence task)
+FAULTS = ("saturated_sigmoid", "dead_relu", "wrong_loss", "bad_init", "no_input_norm",
+          "nan_in_data", "fp16_no_scaling", "accumulation_not_divided", "bad_padding_mask")
 QUANTITIES = ("saturation_median", "saturation_start", "dead_start", "dead_end",
               "input_magnitude", "input_scale_spread", "output_scale_start",
               "loss_vs_output_ce", "loss_vs_softmax_twice")
@@ -39,7 +42,7 @@ def _fmt(v: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("faults", nargs="*", default=[*FAULTS, "tabular"])
+    parser.add_argument("faults", nargs="*", default=[*FAULTS, "tabular", "sequence"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     args = parser.parse_args()
     agree = total = 0
