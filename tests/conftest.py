@@ -25,3 +25,13 @@ def _suite_temporary_folder(tmp_path_factory):
     else:
         os.environ["TMPDIR"] = saved
     tempfile.tempdir = None
+
+
+@pytest.fixture
+def every_forward(monkeypatch):
+    """Read every step's forward tensors, as `Monitor(forward_every=1)` does: for the
+    tests of each step's arithmetic (the default schedule, one step in
+    `monitor.FORWARD_EVERY`, is tested in test_monitor_schedule.py)."""
+    from failurelab.telemetry import monitor
+
+    monkeypatch.setattr(monitor, "FORWARD_EVERY", 1)

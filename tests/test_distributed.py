@@ -107,7 +107,8 @@ def test_rank0_holds_the_global_columns_and_early_stop_does_not_deadlock(tmp_pat
         assert got[ok] == pytest.approx(want[ok], rel=1e-4, abs=1e-6), column
     assert rank0["input_nonfinite"].iloc[24] == 1 and rank0["nonfinite"].iloc[24] > 1
     assert rank0["input_nonfinite"].iloc[:24].sum() == 0
-    assert rank0["batch_size"].iloc[0] == 2 * BATCH and rank0["batch_size"].iloc[-1] == BATCH
+    read = rank0["batch_size"].dropna()  # the steps the forward schedule reads
+    assert read.iloc[0] == 2 * BATCH and read.index[-1] >= 25 and read.iloc[-1] == BATCH
     assert rank0["grad_norm"].iloc[:24].map(math.isfinite).all()
 
 

@@ -9,6 +9,9 @@ from torch.nn import functional as F
 
 import failurelab as fl
 
+# each step's arithmetic: every step's forward tensors are read (see conftest)
+pytestmark = pytest.mark.usefixtures("every_forward")
+
 ACTIVATIONS = (nn.ReLU, nn.Sigmoid, nn.Tanh)
 FUNCTIONS = (F.relu, torch.sigmoid, lambda x: x.tanh())
 

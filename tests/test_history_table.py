@@ -41,7 +41,8 @@ class Recorder:
         """k more steps, each one's values a function of its step number alone."""
         first, steps = self.table.count, []
         for n in range(first, first + k):
-            state = (0.1, 0.0, 0, int(n % 23 == 5), NAN, NAN, NAN, 0.0, NAN)
+            state = (0.1, 0.0, 0, int(n % 23 == 5), NAN, NAN, NAN, 0.0, NAN, int(n % 8 == 0))
+            assert len(state) == len(STATE_COLUMNS)  # the Monitor's own: grows with it
             steps.append(SimpleNamespace(loss=(n * 0.618034) % 1, state=state,
                                          extra={"val_loss": 0.5} if n >= 300 and n % 7 == 0
                                          else {}))
@@ -89,7 +90,7 @@ def test_a_column_added_after_a_read_does_not_open_that_read_to_the_arrays():
     rec = Recorder()
     rec.chunk(10)
     first = rec.table.frame()
-    steps = [SimpleNamespace(loss=0.5, state=(0.1, 0.0, 0, 0, NAN, NAN, NAN, 0.0, NAN),
+    steps = [SimpleNamespace(loss=0.5, state=(0.1, 0.0, 0, 0, NAN, NAN, NAN, 0.0, NAN, 1),
                              extra={"new": 1.0})]
     rows, partials = rec.table.new_rows(steps)
     rec.table.append(rows, steps, partials, keep_partials=True)  # no growth, a new column
@@ -113,7 +114,7 @@ def test_a_column_of_other_objects_gets_the_dtype_pandas_infers():
     table = Table(["step", "loss", "nonfinite", "flag"] + list(STATE_COLUMNS), STATE_COLUMNS)
     rows = []
     for value in ([1, 0, 1], [True, False, True]):  # ints, then bools: object, as rebuilt
-        steps = [SimpleNamespace(loss=0.5, state=(NAN, 0.0, 0, 0, NAN, NAN, NAN, 0.0, NAN),
+        steps = [SimpleNamespace(loss=0.5, state=(NAN, 0.0, 0, 0, NAN, NAN, NAN, 0.0, NAN, 1),
                                  extra={}) for _ in value]
         chunk, partials = table.new_rows(steps)
         table.fill(chunk, steps, {"flag": value}, partials)
@@ -125,7 +126,7 @@ def test_a_column_of_other_objects_gets_the_dtype_pandas_infers():
 def test_a_value_that_is_no_number_becomes_nan_not_an_error_inside_record():
     rec = Recorder()
     rec.chunk(3)
-    steps = [SimpleNamespace(loss=0.5, state=(0.1, 0.0, 0, 0, NAN, NAN, NAN, 0.0, NAN),
+    steps = [SimpleNamespace(loss=0.5, state=(0.1, 0.0, 0, 0, NAN, NAN, NAN, 0.0, NAN, 1),
                              extra={}) for _ in range(2)]
     rows, partials = rec.table.new_rows(steps)
     rec.table.fill(rows, steps, {"grad_norm": [1.5, "oops"]}, partials)

@@ -11,6 +11,9 @@ import failurelab as fl
 from failurelab.telemetry import instruments
 from failurelab.telemetry.monitor import CHUNK_STEPS, GLOBAL_COLUMNS, INPUT_COLUMNS
 
+# each step's arithmetic: every step's forward tensors are read (see conftest)
+pytestmark = pytest.mark.usefixtures("every_forward")
+
 
 class TwoLayer(nn.Module):
     def __init__(self):
@@ -241,7 +244,7 @@ def test_batches_of_varying_shapes_compute_the_gradients_once_per_chunk(monkeypa
     model = nn.Sequential(nn.Embedding(20, 8), nn.Tanh(), nn.Linear(8, 20))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     gen = torch.Generator().manual_seed(0)
-    lengths = [5, 9, 7, 5, 12, 9] * 11  # 66 steps
+    lengths = ([5, 9, 7, 5, 12, 9] * 30)[:2 * CHUNK_STEPS + 2]
     with fl.Monitor(model, opt) as mon:
         for length in lengths:
             tokens = torch.randint(0, 20, (4, length), generator=gen)

@@ -14,6 +14,9 @@ from torch import nn
 import failurelab as fl
 from failurelab.telemetry.monitor import MonitorWarning
 
+# each step's arithmetic: every step's forward tensors are read (see conftest)
+pytestmark = pytest.mark.usefixtures("every_forward")
+
 
 def _train(model, opt, batches, loss_fn, *, scheduler=None, scaler=None, preset="full"):
     with fl.Monitor(model, opt, preset=preset) as mon:

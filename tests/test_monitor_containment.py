@@ -16,9 +16,13 @@ from torch import nn
 
 import failurelab as fl
 from failurelab.telemetry import buffers, instruments, probes, shift
-from failurelab.telemetry.monitor import MonitorWarning
+from failurelab.telemetry.monitor import CHUNK_STEPS, MonitorWarning
 
-STEPS = 70
+# each step's arithmetic: every step's forward tensors are read (see conftest)
+pytestmark = pytest.mark.usefixtures("every_forward")
+
+FAIL_AT = CHUNK_STEPS + 8  # hooks fail from here on, in the second chunk
+STEPS = CHUNK_STEPS + 38
 
 
 class Net(nn.Module):
@@ -83,36 +87,36 @@ def _sig_only(instrument):
 
 
 # (what fails, how, which instrument must stop, a column of it, the step its NaN starts)
-CASES = {  # hooks fail from step 40 on: they lose the pending chunk (from step 32)
-    "optimizer pre-hook copy": (buffers.ChainBuffers, "before_step", 40, None,
-                                "gradients and weights", "grad_norm", 32),
-    "gradient copy at record": (instruments.Parameters, "take", 40, None,
-                                "gradients and weights", "update_ratio", 32),
+CASES = {  # hooks fail from FAIL_AT on: they lose the pending chunk (from CHUNK_STEPS)
+    "optimizer pre-hook copy": (buffers.ChainBuffers, "before_step", FAIL_AT, None,
+                                "gradients and weights", "grad_norm", CHUNK_STEPS),
+    "gradient copy at record": (instruments.Parameters, "take", FAIL_AT, None,
+                                "gradients and weights", "update_ratio", CHUNK_STEPS),
     "gradient statistics": (instruments.Parameters, "compute", 1, None,
-                            "gradients and weights", "grad_norm/out.weight", 32),
-    "model forward hook": (instruments.Inputs, "see", 40, None, "inputs", "input_absmax",
-                           32),
-    "input copy at record": (instruments.Inputs, "take", 40, None, "inputs",
-                             "batch_size", 32),
+                            "gradients and weights", "grad_norm/out.weight", CHUNK_STEPS),
+    "model forward hook": (instruments.Inputs, "see", FAIL_AT, None, "inputs", "input_absmax",
+                           CHUNK_STEPS),
+    "input copy at record": (instruments.Inputs, "take", FAIL_AT, None, "inputs",
+                             "batch_size", CHUNK_STEPS),
     "input statistics": (instruments.Inputs, "compute", 1, None, "inputs",
-                         "input_std_ratio", 32),
-    "output gradient hook (in backward)": (instruments.Outputs, "keep_grad", 40, None,
-                                           "outputs", "output_grad_min", 32),
+                         "input_std_ratio", CHUNK_STEPS),
+    "output gradient hook (in backward)": (instruments.Outputs, "keep_grad", FAIL_AT, None,
+                                           "outputs", "output_grad_min", CHUNK_STEPS),
     "output statistics": (instruments.Outputs, "compute", 0, None, "outputs",
                           "output_std", 0),
-    "parameter gradient hook (in backward)": (instruments.Carried, "see", 40, None,
-                                              "gradients carried over", "grad_carried", 32),
+    "parameter gradient hook (in backward)": (instruments.Carried, "see", FAIL_AT, None,
+                                              "gradients carried over", "grad_carried", CHUNK_STEPS),
     "carried statistics": (instruments.Carried, "compute", 1, None, "gradients carried over",
-                           "grad_carried", 32),
+                           "grad_carried", CHUNK_STEPS),
     # the input hook hands every pass to it, a training and a validation one per step
-    "evaluation-input part of the input hook": (shift.EvalInputs, "see", 80, None,
-                                                "evaluation inputs", "eval_input_shift", 32),
+    "evaluation-input part of the input hook": (shift.EvalInputs, "see", 2 * FAIL_AT, None,
+                                                "evaluation inputs", "eval_input_shift", CHUNK_STEPS),
     "evaluation-input statistics": (shift.EvalInputs, "compute", 1, None,
-                                    "evaluation inputs", "eval_input_shift", 32),
-    "activation forward hook": (instruments.Activations, "see", 40, _sig_only,
-                                "activations/sig", "act_mean/sig", 32),
+                                    "evaluation inputs", "eval_input_shift", CHUNK_STEPS),
+    "activation forward hook": (instruments.Activations, "see", FAIL_AT, _sig_only,
+                                "activations/sig", "act_mean/sig", CHUNK_STEPS),
     "activation statistics": (instruments.Activations, "compute", 1, _sig_only,
-                              "activations/sig", "saturated_frac/sig", 32),
+                              "activations/sig", "saturated_frac/sig", CHUNK_STEPS),
 }
 
 
@@ -150,7 +154,7 @@ def test_a_failing_probe_function_stops_only_its_instrument(monkeypatch):
         _, _, mon = _loop(fl.Monitor)
         h = mon.history
     assert list(mon.stopped) == ["outputs"]
-    assert h["output_prob_frac"].iloc[32:].isna().all()
+    assert h["output_prob_frac"].iloc[CHUNK_STEPS:].isna().all()
     assert h["input_absmax"].notna().all()
 
 

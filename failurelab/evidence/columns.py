@@ -46,8 +46,10 @@ GROUPS: tuple[ColumnGroup, ...] = (
                 "emptied", "economy"),
     ColumnGroup("optimizer state", MONITOR,
                 ("lr", "param_lowp_frac", "unoptimized_params", "step_skipped", "dropout_rate",
-                 "loss_scaled", "batchnorm_train", "frozen_frac", "train_mode"),
-                "what record() reads off the optimizer, scaler and model at each step",
+                 "loss_scaled", "batchnorm_train", "frozen_frac", "train_mode",
+                 "forward_observed"),
+                "what record() reads off the optimizer, scaler and model at each step, and "
+                "whether the step's forward tensors were read",
                 "economy"),
     ColumnGroup("layers", MONITOR, ("grad_norm/", "weight_norm/", "update_ratio/"),
                 "the same norms per parameter tensor"),

@@ -97,7 +97,7 @@ class HandWrittenCrossEntropy(nn.Module):
 
 
 def run(recipe: Recipe, *, seed: int = 0, steps: int | None = None, preset: str = "full",
-        threads: int = 1, device: str | torch.device = "cpu") -> Run:
+        threads: int = 1, device: str | torch.device = "cpu", forward_every: int = 1) -> Run:
     """Train one recipe and return its full history.  (`fl.run` also takes a fault or
     task name and serves a verification session's stored runs: the loop knows no faults.)
 
@@ -109,6 +109,9 @@ def run(recipe: Recipe, *, seed: int = 0, steps: int | None = None, preset: str 
     device, with autocast and the GradScaler of that device: does a fault seen on the
     CPU reproduce on a GPU?  Bitwise reproducibility is the CPU's: GPU kernels may sum
     in another order from run to run.
+
+    `forward_every`: the Monitor's forward schedule (see `Monitor`); the lab reads every
+    step, `benchmarks/forward_schedule.py` diagnoses its faults on the default one.
     """
     if not isinstance(recipe, Recipe):
         raise TypeError(f"the lab's loop trains a Recipe, got {type(recipe).__name__} "
@@ -123,7 +126,7 @@ def run(recipe: Recipe, *, seed: int = 0, steps: int | None = None, preset: str 
         warnings.filterwarnings("ignore", message="Using a target size")
         parts = build(recipe, seed)
         torch.manual_seed(seed)  # dropout draws from here
-        history, first_bad = _train(parts, preset, device)
+        history, first_bad = _train(parts, preset, device, forward_every)
     return Run(recipe, seed, history, first_bad, time.perf_counter() - started, trained_at)
 
 
@@ -132,7 +135,7 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _train(parts: Parts, preset: str, device: torch.device):
+def _train(parts: Parts, preset: str, device: torch.device, forward_every: int = 1):
     recipe, model, optimizer, loss_fn = parts.recipe, parts.model, parts.optimizer, parts.loss_fn
     model.to(device)  # in place: the optimizer's parameters move with it
     val = tuple(t.to(device) for t in parts.val)  # moved once, evaluated every eval_every
@@ -148,7 +151,9 @@ def _train(parts: Parts, preset: str, device: torch.device):
     batches = endless_batches(parts.train_loader)
     first_bad = None
     model.train()  # once: `evaluate` puts it back after validating
-    with Monitor(model, optimizer, preset=preset) as mon:
+    # every step's forward tensors by default: the lab's histories are teaching material
+    # read step by step, and its fingerprints are stated for them
+    with Monitor(model, optimizer, preset=preset, forward_every=forward_every) as mon:
         for step in range(recipe.steps):
             t0 = time.thread_time()
             X, y = (t.to(device) for t in next(batches))

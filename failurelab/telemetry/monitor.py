@@ -15,6 +15,11 @@ step.  Everything else comes from hooks it adds, and removes on `close()`:
 * a hook on the last trainable parameter sees, in each backward pass, whether `.grad`
   was emptied since the last step (`grad_carried`: 1 when it never was).
 
+The forward hooks (all but the model's forward pre-hook, which also sees evaluations)
+are attached only for the steps whose forward tensors are read: every `forward_every`-th
+step under the full preset (`FORWARD_EVERY`; `fl.run` reads every step), and the
+`forward_observed` column says which rows those are.
+
 Only forward passes that build a graph are observed, so an evaluation under
 `torch.no_grad()` between steps does not overwrite the training batch's statistics;
 one column compares exactly those evaluation inputs with the training inputs
@@ -32,6 +37,7 @@ with one warning (`Monitor.stopped` says which, when and why) and the others go 
 from __future__ import annotations
 
 import functools
+import math
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -59,15 +65,31 @@ class Preset:
 PRESETS = {"full": Preset(("parameters", "layers", "inputs", "outputs", "activations"), 1),
            "economy": Preset(("parameters",), 10)}
 ECONOMY_INTERVAL = PRESETS["economy"].interval
-CHUNK_STEPS = 32  # steps whose statistics are computed together
+# Full reads the forward tensors (inputs, output and its gradient, activations) of one
+# step in FORWARD_EVERY, step 0 first, its hooks attached only for those steps: capturing
+# them every step cost a tiny MLP's loop 1.4x with no statistics at all, while the
+# diagnosis reads them as medians, shares and a start (`evidence.quantities`), which one
+# step in 8 of a run of 40 steps or more gives.  `forward_every=1` reads every step (the lab).
+FORWARD_EVERY = 8
+# A model with more trainable entries than this (1 MB of float32 weights) has its
+# gradients and weights read on the forward schedule too (with the gradient of the step
+# before, for the cosine).  Reading them every step copies and passes over them some 15
+# times a step: 42 MB of a 5 M-parameter transformer's weights and gradients copied every
+# step cost 1.25x, and the 0.5 M-parameter CNN of benchmarks/overhead.py spent 2.7 ms of
+# its 100 ms step there (0.7 ms on the schedule), most of a 5% budget.  Below it, a
+# step's copies cost microseconds.
+PARAMETERS_EVERY_STEP = 2**18
+CHUNK_STEPS = 64  # steps whose statistics are computed together
 CHUNK_BYTES = 64 * 2**20  # ...unless their pending copies would exceed this
 GLOBAL_COLUMNS = ("step", "loss", "grad_norm", "weight_norm", "update_norm", "update_ratio",
                   "grad_cosine", "nonfinite", "zero_grad_frac", "grad_carried", "lr",
                   "param_lowp_frac", "unoptimized_params", "step_skipped", "dropout_rate",
-                  "loss_scaled", "batchnorm_train", "frozen_frac", "train_mode")
+                  "loss_scaled", "batchnorm_train", "frozen_frac", "train_mode",
+                  "forward_observed")
 # What `record` itself measures, in the order of `_Step.state`.
 STATE_COLUMNS = ("lr", "param_lowp_frac", "unoptimized_params", "step_skipped",
-                 "dropout_rate", "loss_scaled", "batchnorm_train", "frozen_frac", "train_mode")
+                 "dropout_rate", "loss_scaled", "batchnorm_train", "frozen_frac", "train_mode",
+                 "forward_observed")
 INPUT_COLUMNS = ins.Inputs.columns + ins.Outputs.columns
 _LOWP = (torch.float16, torch.bfloat16)
 _DROPOUTS = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
@@ -98,12 +120,18 @@ class Monitor:
 
     `max_rows` bounds a long run's history: older steps are thinned (see table.py and
     docs/engineers.md, "Long runs"); None keeps every step.
+
+    `forward_every`: read the forward tensors (inputs, output, activations) of one step
+    in this many, from step 0 (default `FORWARD_EVERY`; 1: every step).  A model of more
+    than `PARAMETERS_EVERY_STEP` trainable entries also reads its gradients and weights
+    on those steps only.
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *,
                  scaler: torch.amp.GradScaler | None = None,
                  preset: str = "full", other_ranks: str = "local",
-                 hook_optimizer: bool = True, max_rows: int | None = None):
+                 hook_optimizer: bool = True, forward_every: int | None = None,
+                 max_rows: int | None = None):
         if preset not in PRESETS:
             raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {preset!r}")
         if other_ranks not in ("local", "none"):
@@ -113,6 +141,11 @@ class Monitor:
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"optimizer must be a torch.optim.Optimizer, "
                             f"got {type(optimizer).__name__}")
+        if forward_every is not None and (isinstance(forward_every, bool)
+                                          or not isinstance(forward_every, int)
+                                          or forward_every < 1):
+            raise ValueError(f"forward_every must be a whole number >= 1 (1: every step), "
+                             f"got {forward_every!r}")
         if scaler is not None and not isinstance(scaler, torch.amp.GradScaler):
             raise TypeError(f"scaler must be a torch.amp.GradScaler or None, "
                             f"got {type(scaler).__name__}")
@@ -131,6 +164,11 @@ class Monitor:
         self._scaler = scaler  # None: found, where possible, in the caller's frames
         groups, self._interval = PRESETS[preset].groups, PRESETS[preset].interval
         self._params = [p for _, p in named]
+        # the steps whose forward tensors are read: every `_forward_every`-th, from step 0
+        self._forward_every = forward_every or FORWARD_EVERY
+        if self._interval == 1 and _numel(self._params) > PARAMETERS_EVERY_STEP:
+            self._interval = self._forward_every  # a large model: see PARAMETERS_EVERY_STEP
+        self._forward_every = max(self._forward_every, self._interval)
         self._optimizer = optimizer
         optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
         self._unoptimized = [p for p in self._params if id(p) not in optimized]
@@ -148,9 +186,11 @@ class Monitor:
         # instruments fed by hooks in the forward or backward pass, one payload per step
         self._carried = ins.Carried(self._params[-1])
         self._hooked: list[ins.Instrument] = [self._carried]
-        self._watch = self._params[-1].register_hook(self._saw_backward)
-        self._handles.append(self._watch)
+        self._watch = self._params[-1].register_hook(self._saw_backward)  # see `_arm`
         self._inputs = None
+        # the forward hooks of the schedule's steps: (register, hook), attached by `_arm`
+        self._forward_hooks: list[tuple] = []
+        self._forward_handles: list = []
         if "inputs" in groups:
             self._inputs = ins.Inputs()
             self._outputs = ins.Outputs(self._stop, (self._params[0], self._params[-1]))
@@ -158,12 +198,20 @@ class Monitor:
             # a graph (evaluation): `_see_input` hands it every pass
             self._eval_inputs = EvalInputs()
             self._hooked += [self._inputs, self._outputs, self._eval_inputs]
-            self._handles += [model.register_forward_pre_hook(_Hook(self._see_input),
-                                                              with_kwargs=True),
-                              model.register_forward_hook(_Hook(self._see_output))]
+            # always attached: evaluation passes come between any two steps
+            self._handles.append(model.register_forward_pre_hook(_Hook(self._see_input),
+                                                                 with_kwargs=True))
+            self._forward_hooks.append((model.register_forward_hook, _Hook(self._see_output)))
         if "activations" in groups:
             self._hook_activations(model)
         self._all = [self._parameters, *self._hooked]
+        # read only on the schedule's steps (`_take`); the rest every step
+        self._scheduled = {i for i in self._hooked
+                           if i is not self._carried and i is not getattr(self, "_eval_inputs", None)}
+        self._forward_on = False  # are the forward hooks attached now?
+        # the training inputs of a step the schedule does not read (references, not
+        # copies): read after all when the step's loss is not finite (`_read_unread_inputs`)
+        self._unread_inputs: list = []
         self._stepping = [i for i in self._hooked if hasattr(i, "at_step")]  # read at steps
         self._rank, self._world = distributed.world()
         self._other_ranks = other_ranks
@@ -182,6 +230,7 @@ class Monitor:
         self._lr = _NAN
         self._lowp = 0.0
         self._scaled = 0.0  # 1: the step was taken by an enabled GradScaler (NaN: no step)
+        self._scaler_read = False  # has a step been taken (and the frames read) yet?
         self._off: set = set()  # instruments switched off after a failure
         self.stopped: dict[str, dict] = {}  # instrument -> step, reason, columns
         self._misuse = Misuse(warn)
@@ -195,6 +244,33 @@ class Monitor:
             warn("this model already has a Monitor that was not closed (a re-run cell?): its "
                  "hooks still run and cost time; close() it, or use `with Monitor(...)`")
         _ATTACHED[model] = weakref.ref(self)
+        self._arm(True)  # step 0 is read
+
+    def _arm(self, on: bool) -> None:
+        """Attach the forward hooks for a step the schedule reads; remove them after it.
+        An empty hook costs as much as a cheap one: a module with any hook leaves
+        PyTorch's fast call path, and a tiny model's step has few microseconds to spare."""
+        if on == self._forward_on:
+            return
+        self._forward_on = on
+        if on:
+            self._forward_handles = [register(hook) for register, hook in self._forward_hooks]
+        else:
+            for handle in self._forward_handles:
+                handle.remove()
+            self._forward_handles = []
+
+    def _arm_watch(self, on: bool) -> None:
+        """Attach the hook of `grad_carried` for a step whose gradients are read (every
+        step, unless economy or a large model reads one in `_interval`); remove it
+        after: autograd calling back into Python costs each backward microseconds."""
+        if on == (self._watch is not None):
+            return
+        if on:
+            self._watch = self._carried.param.register_hook(self._saw_backward)
+        else:
+            self._watch.remove()
+            self._watch = None
 
     def _hook_activations(self, model: nn.Module) -> None:
         """Each Sigmoid/Tanh/ReLU module's output; in a model with none (its activations
@@ -204,17 +280,18 @@ class Monitor:
             if kind:
                 instrument = ins.Activations(name, kind)
                 self._hooked.append(instrument)
-                self._handles.append(module.register_forward_hook(_Hook(self._saver(instrument))))
+                self._forward_hooks.append((module.register_forward_hook,
+                                            _Hook(self._saver(instrument))))
         if any(isinstance(i, ins.Activations) for i in self._hooked):
             return
         self._layers_run = 0  # weight layers run in this forward pass so far
-        self._handles.append(model.register_forward_pre_hook(_Hook(self._new_forward)))
+        self._forward_hooks.append((model.register_forward_pre_hook, _Hook(self._new_forward)))
         for name, module in model.named_modules():
             if isinstance(module, ins.WEIGHT_LAYERS):
                 instrument = ins.LayerInput(name)
                 self._hooked.append(instrument)
-                self._handles.append(module.register_forward_pre_hook(
-                    _Hook(self._input_saver(instrument))))
+                self._forward_hooks.append((module.register_forward_pre_hook,
+                                            _Hook(self._input_saver(instrument))))
 
     def _new_forward(self, module, args) -> None:
         self._layers_run = 0
@@ -276,7 +353,13 @@ class Monitor:
                     self._stop(instrument, exc)
         try:
             self._lr = ins.first_lr(optimizer)
-            self._scaled = 1.0 if ins.scaled_step(self._scaler) else 0.0
+            if (self._scaler is not None or not self._count % self._forward_every
+                    or not self._scaler_read):
+                # without a scaler given, the caller's frames are read on the forward
+                # schedule's steps (microseconds each): a loop's steps are all taken by
+                # its GradScaler or none are
+                self._scaled = 1.0 if ins.scaled_step(self._scaler) else 0.0
+                self._scaler_read = True
             phase = self._count % self._interval  # 0: this step is observed
             last = phase == self._interval - 1  # economy: keep g_{t-1} for step t's cosine
             if (phase == 0 or last) and self._parameters not in self._off:
@@ -292,11 +375,10 @@ class Monitor:
         param = next((p for p in reversed(self._params) if p.requires_grad
                       and p.grad is not None and p is not self._carried.param), None)
         if param is not None:
-            self._handles.remove(self._watch)
-            self._watch.remove()
+            if self._watch is not None:
+                self._watch.remove()
             self._carried.param = param
             self._watch = param.register_hook(self._saw_backward)
-            self._handles.append(self._watch)
 
     def before_step(self) -> None:
         """Take the gradients and weights now, as the optimizer is about to step.
@@ -326,6 +408,12 @@ class Monitor:
             except Exception as exc:  # noqa: BLE001 - never fail inside the user's backward
                 self._stop(self._eval_inputs, exc)
         self._forward_seen = training or self._forward_seen
+        if training and not self._forward_on:  # a step the schedule does not read
+            if not module.training:  # ...but a pass in eval mode is an evaluation
+                self._contained(self._eval_inputs, module, (args, kwargs), None)
+            else:  # kept by reference: read only if this step's loss is not finite
+                self._unread_inputs.append((args, kwargs))
+            return
         self._guarded(self._inputs, (args, kwargs))
         # a training pass: the inputs instrument has just copied the batch
         copied = training and self._inputs not in self._off
@@ -409,7 +497,10 @@ class Monitor:
         if extra:
             extra = self._misuse.extras(extra, self._measured)
         stepped, self._stepped = self._stepped, False
-        if stepped and self._pending and self._count % self._interval:
+        finite = not isinstance(loss_value, float) or math.isfinite(loss_value)
+        if (stepped and self._pending and self._count % self._interval
+                and (finite or self._inputs is None)):
+            self._unread_inputs.clear()
             self._record_unobserved(loss, loss_value, extra)
             return
         if not stepped:
@@ -419,12 +510,16 @@ class Monitor:
             self._lr = ins.first_lr(self._optimizer)
         unoptimized = sum(p.grad is not None for p in self._unoptimized) if self._unoptimized else 0
         norms_training = 1.0 if self._norms and any(m.training for m in self._norms) else 0.0
+        forward = self._forward_on and bool(self._scheduled)  # this step's forward was read
+        if not forward and not finite:
+            self._read_unread_inputs()
+        self._unread_inputs.clear()
         state = (self._lr, self._lowp_share(), unoptimized, 0 if stepped else 1,
                  self._dropout_rate(), self._scaled if stepped else _NAN, norms_training,
-                 self._frozen, self._mode if stepped else _NAN)
-        payloads, shapes = self._take(stepped)
+                 self._frozen, self._mode if stepped else _NAN, 1.0 if forward else 0.0)
+        payloads, shapes = self._take(stepped, forward)
         step = _Step(loss_value, payloads, state, extra, shapes)
-        if shapes != self._sized_for:
+        if forward and shapes != self._sized_for:
             # the first step, or one whose forward tensors differ in shape (a batch
             # padded to its own longest sequence): the chunk must hold the largest
             self._sized_for = shapes
@@ -433,8 +528,17 @@ class Monitor:
                                                             CHUNK_STEPS, CHUNK_BYTES))
         self._pending.append(step)
         self._count += 1
+        self._arm(not self._count % self._forward_every)
+        self._arm_watch(not self._count % self._interval)
         if len(self._pending) >= self._chunk * self._interval:
             self._flush()
+
+    def _read_unread_inputs(self) -> None:
+        """A step the schedule does not read ended in a non-finite loss: its input batch,
+        kept by reference, is read after all (NaN rows in the data are the first thing
+        to rule out, and the forward hooks were not attached to copy them)."""
+        for seen in self._unread_inputs:
+            self._contained(self._inputs, seen)
 
     def _record_unobserved(self, loss, loss_value: float, extra: dict) -> None:
         """A step economy does not observe: the least a row needs, because on a tiny
@@ -442,15 +546,25 @@ class Monitor:
         self._misuse.seen(loss)
         unoptimized = sum(p.grad is not None for p in self._unoptimized) if self._unoptimized else 0
         state = (self._lr, self._lowp, unoptimized, 0, _NAN, _NAN, _NAN, self._frozen,
-                 self._mode)
-        self._pending.append(_Step(loss_value, {}, state, extra, self._pending[0].shapes))
+                 self._mode, 0.0)
+        payloads = {}
+        if self._inputs is not None and self._eval_inputs not in self._off:
+            try:  # an evaluation since the last record belongs to this row
+                payloads[self._eval_inputs] = self._eval_inputs.take(False)
+            except Exception as exc:  # noqa: BLE001
+                self._stop(self._eval_inputs, exc)
+        self._pending.append(_Step(loss_value, payloads, state, extra, self._pending[0].shapes))
         self._count += 1
+        if self._forward_hooks:
+            self._arm(not self._count % self._forward_every)
+        self._arm_watch(not self._count % self._interval)
         if len(self._pending) >= self._chunk * self._interval:
             self._flush()
 
-    def _take(self, stepped: bool) -> tuple[dict, tuple]:
+    def _take(self, stepped: bool, forward: bool) -> tuple[dict, tuple]:
         """Each live instrument's payload for this step, and the shapes they stack by
-        (one per forward instrument, in `_hooked`'s order)."""
+        (one per forward instrument, in `_hooked`'s order); the forward instruments'
+        only on the steps the schedule reads (`forward`)."""
         payloads, shapes = {}, []
         if self._parameters not in self._off:
             try:
@@ -460,6 +574,10 @@ class Monitor:
                 self._stop(self._parameters, exc)
         unbatched = self._unbatched()
         for instrument in self._hooked:
+            if not forward and instrument in self._scheduled and (
+                    instrument is not self._inputs or self._inputs.current is None):
+                shapes.append("unread")
+                continue
             if instrument not in self._off:
                 try:
                     payload = payloads[instrument] = instrument.take(unbatched)
@@ -584,6 +702,8 @@ class Monitor:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        self._arm(False)
+        self._arm_watch(False)
         if self._model in _ATTACHED and _ATTACHED[self._model]() is self:
             del _ATTACHED[self._model]
         for instrument in self._hooked:
