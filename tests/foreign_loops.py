@@ -2,8 +2,10 @@
 losses), recorded only through `fl.Monitor`: what an engineer would bring."""
 
 import math
+import warnings
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import failurelab as fl
@@ -334,3 +336,18 @@ def relu_probabilities(seed=0):
         p = (out / out.sum(1, keepdim=True)).clamp(1e-7, 1 - 1e-7)
         return -p.gather(1, t[:, None]).log().mean()
     return loop(model, opt, loss_fn, X, y, steps=50, seed=seed)
+
+
+def broadcast_mse(seed=0, optimizer="adam", fixed=False):
+    """MSELoss of (B, 1) outputs against (B,) targets: every output is compared with
+    every target of its batch (torch warns, the loop runs on); `fixed` squeezes the
+    output first."""
+    torch.manual_seed(seed)
+    X, y = data(d=6, seed=seed)
+    model = nn.Sequential(nn.Linear(6, 32), nn.ReLU(), nn.Linear(32, 1))
+    opt = (torch.optim.Adam(model.parameters(), lr=1e-2) if optimizer == "adam"
+           else torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "a target size ... different"
+        return loop(model, opt, lambda out, t: F.mse_loss(out.squeeze(1) if fixed else out, t),
+                    X, y, seed=seed)

@@ -99,6 +99,20 @@ def test_a_relu_on_the_logits_is_named_and_the_same_loop_without_it_is_not(seed)
     assert fl.diagnose(fixed).top != "output_activation_mismatch"
 
 
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_mse_broadcasting_one_output_against_the_batch_is_named_from_a_plain_monitor(optimizer):
+    """The Monitor reads the output's gradient against the output (target_grad_share):
+    float rounding when every output is pulled to the batch's mean target, around 1
+    with the output squeezed (each output its own target)."""
+    buggy = foreign_loops.broadcast_mse(0, optimizer)
+    assert measure(buggy, ["target_share"])["target_share"] < 1e-9
+    d = fl.diagnose(buggy)
+    assert d.top == "target_broadcast", str(d)
+    fixed = foreign_loops.broadcast_mse(0, optimizer, fixed=True)
+    assert measure(fixed, ["target_share"])["target_share"] > 0.1
+    assert fl.diagnose(fixed).top is None
+
+
 @pytest.mark.parametrize("loop", ["sigmoid_regression", "softmax_one_unit",
                                   "relu_probabilities"])
 def test_an_output_range_that_excludes_the_targets_is_named_in_its_other_forms(loop):

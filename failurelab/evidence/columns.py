@@ -59,7 +59,7 @@ GROUPS: tuple[ColumnGroup, ...] = (
     ColumnGroup("output gradient", MONITOR,
                 ("output_grad_zero_frac", "output_grad_min", "output_std", "output_prob_frac",
                  "output_logprob_frac", "output_nonfinite", "loss_weight", "output_backwards",
-                 "output_soft_target_frac", "output_ce", "output_ce_twice"),
+                 "output_soft_target_frac", "output_ce", "output_ce_twice", "target_grad_share"),
                 "the model's output and the gradient that reached it"),
     ColumnGroup("activations", MONITOR, ("act_mean/", "act_std/", "dead_frac/",
                                          "saturated_frac/"),
@@ -72,8 +72,6 @@ GROUPS: tuple[ColumnGroup, ...] = (
                 "share of the batch's most common label; training accuracy of the batch"),
     ColumnGroup("timing", EXTRA, ("t_data", "t_forward", "t_backward", "t_step"),
                 "CPU seconds of each step's segments"),
-    ColumnGroup("regression targets", EXTRA, ("target_grad_share",),
-                "share of the output gradient's variance the output does not explain"),
     ColumnGroup("padding", EXTRA, ("pad_attention", "pad_sensitivity"),
                 "attention on pad positions; prediction change when pads are appended"),
 )

@@ -645,7 +645,7 @@ def loss_vs_softmax_twice(h):
 
 def target_share(h):
     """Median share of the output gradient's variance that the output does not explain
-    (`target_grad_share`, see lab.train.target_gradient_share): under an MSE, the part
+    (`target_grad_share`, see telemetry.probes.target_shares): under an MSE, the part
     its targets make.  Float rounding (1e-6 and below) when every output is pulled to
     one common value, as when MSELoss broadcasts (B, 1) outputs against (B,) targets."""
     return _median(_column(h, "target_grad_share"))

@@ -177,9 +177,6 @@ def _train(parts: Parts, preset: str, device: torch.device, forward_every: int =
                     loss = -loss  # a log-likelihood to maximise, handed to a minimiser
                 losses.append(loss.detach())
                 outputs.append(logits.detach())
-                last = logits
-                if last.requires_grad:
-                    last.retain_grad()  # for `target_gradient_share`
                 if recipe.accumulate > 1 and recipe.divide_accumulated:
                     loss = loss / recipe.accumulate  # forget this and the step sums k means
                 tb = time.thread_time()
@@ -204,8 +201,6 @@ def _train(parts: Parts, preset: str, device: torch.device, forward_every: int =
             # depend on what else the machine is running, so timing verdicts never flake.
             extra = dict(t_data=t1 - t0, t_forward=t_forward, t_backward=t_backward + t3 - t2,
                          t_step=t4 - t3, batch_acc=_accuracy(logits, y), label_purity=_purity(y))
-            if recipe.target == "value":  # the last micro-batch's output and its gradient
-                extra["target_grad_share"] = target_gradient_share(last.detach(), last.grad)
             if recipe.task == "sequence":
                 extra["pad_attention"] = pad_attention(model, X_part)  # the last forward's
             if step % recipe.eval_every == 0 or step == recipe.steps - 1:
@@ -215,33 +210,6 @@ def _train(parts: Parts, preset: str, device: torch.device, forward_every: int =
                 first_bad = step  # stop cleanly: nothing after a NaN loss means anything
                 break
     return mon.history, first_bad
-
-
-def target_gradient_share(output: torch.Tensor, grad: torch.Tensor | None) -> float:
-    """Share of the variance of the gradient at a regression's output that the output
-    itself does not explain (1 - R^2 of the least-squares line grad = a output + b, with
-    a > 0); 1 when a <= 0; NaN without a gradient, with fewer than 4 entries, or when
-    the output or its gradient does not vary.
-
-    An MSE's gradient is w (output - target): what the output does not explain is the
-    targets.  When MSELoss broadcasts (B, 1) outputs against (B,) targets (or one target
-    against a sequence), each output is pulled to the same value, the targets' mean, and
-    the gradient is an exact affine function of the output: the share is float
-    rounding (1e-6 and below).  Targets that vary from sample to sample leave their own
-    variance in it.  The Monitor sees an output and its gradient but no targets; this is
-    the probe it would compute, here in the lab's loop until it does."""
-    if grad is None or output.numel() < 4:
-        return math.nan
-    o = output.detach().double().reshape(-1)
-    g = grad.detach().double().reshape(-1)
-    o, g = o - o.mean(), g - g.mean()
-    var_o, var_g = float(o @ o), float(g @ g)
-    if not (var_o > 0 and var_g > 0 and math.isfinite(var_o) and math.isfinite(var_g)):
-        return math.nan
-    cov = float(o @ g)
-    if cov <= 0:
-        return 1.0
-    return max(0.0, 1.0 - cov * cov / (var_o * var_g))
 
 
 def evaluate(model: nn.Module, val, recipe: Recipe) -> dict[str, float]:

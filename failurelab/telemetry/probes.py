@@ -401,6 +401,32 @@ def implied_losses(outputs: torch.Tensor, rows: GradientRows | None) -> torch.Te
                        implied, float("nan"))
 
 
+def target_shares(outputs: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
+    """(k, ...) outputs and the gradients that reached them → (k,): the share of each
+    step's gradient variance that its output does not explain, 1 - R^2 of the
+    least-squares line grad = a output + b over all entries (1 where a <= 0: a loss
+    that pushes outputs up where they are high explains nothing); NaN with fewer than 4
+    entries or where the output or gradient does not vary.
+
+    An MSE's gradient is w (output - target), so what the output leaves unexplained is
+    the targets.  When MSELoss broadcasts (B, 1) outputs against (B,) targets, or one
+    target against a sequence, every output is pulled to one value, the targets' mean,
+    and the gradient is an exact affine function of the output: the share is float
+    rounding.  Computed in float64, so that rounding is 1e-12, not float32's 1e-6."""
+    k = outputs.shape[0]
+    o = outputs.reshape(k, -1).double()
+    g = grads.reshape(k, -1).double()
+    if o.shape[1] < 4:
+        return torch.full((k,), float("nan"), dtype=torch.float64, device=outputs.device)
+    o = o - o.mean(1, keepdim=True)
+    g = g - g.mean(1, keepdim=True)
+    var_o, var_g, cov = (o * o).sum(1), (g * g).sum(1), (o * g).sum(1)
+    share = (1 - cov * cov / (var_o * var_g)).clamp_(min=0)
+    share = torch.where(cov <= 0, torch.ones_like(share), share)
+    varies = (var_o > 0) & (var_g > 0) & var_o.isfinite() & var_g.isfinite()
+    return torch.where(varies, share, float("nan"))
+
+
 def std_of(total: float, total_sq: float, n: int) -> float:
     """Population std from a sum and a sum of squares (NaN for no entries)."""
     if not n:

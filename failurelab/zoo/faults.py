@@ -49,8 +49,8 @@ EXPECTED_CAUSE = {
     "detached_graph": None,
     "unsafe_log_loss": None,
     "stale_optimizer": "params_not_in_optimizer",  # none of the model's are in it
-    # the catalogue's target_broadcast; its signature reads the output's gradient
-    # against the output (target_grad_share), which the Monitor does not record yet
+    # the catalogue's target_broadcast: its signature reads the output's gradient
+    # against the output (target_grad_share)
     "broadcast_mse": "target_broadcast",
     "fp16_adam_eps": None,
     "accumulation_not_divided": "accumulation_not_divided",
