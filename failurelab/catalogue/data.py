@@ -63,8 +63,8 @@ SHUFFLED_LABELS = Fault(
     edit=(Set("labels", "shuffled"),),
     repair=(Set("labels", "aligned"),),
     probe=(Set("n_train", 64),),
-    confirm=((O("gain[overfit_batch]", "better"), O("gain[labels_permuted]", "not_worse")),),
-    refute=(O("gain[labels_permuted]", "worse"),),
+    confirm=((O("gain[overfit_batch]", "better"), O("gain[labels_permuted]", "unchanged")),),
+    refute=(O("gain[labels_permuted]", "worse"), O("gain[labels_permuted]", "better")),
     signature=Signature((replace(STUCK, role="mechanism"), *_LEARNING_WORKS),
                         "the optimizer moves and gradients flow, yet nothing is "
                         "learned: check that labels belong to their samples",
@@ -164,8 +164,8 @@ NO_INPUT_NORM = Fault(
     edit=(Set("normalize_inputs", False),),
     repair=(Set("normalize_inputs", True),),
     probe=(Set("normalize_inputs", True),),
-    confirm=(O("gain[inputs_standardised]", "better"),),
-    refute=(O("gain[inputs_standardised]", "worse"),),
+    confirm=((O("gain[inputs_standardised]", "better"), O("inputs_unscaled", "present")),),
+    refute=(O("gain[inputs_standardised]", "worse"), O("inputs_unscaled", "absent")),
     signature=Signature((
         C("input_scale_spread", ">=", 100, "input std spread",
           "per-feature spreads 100x apart leave the small-scale features invisible "

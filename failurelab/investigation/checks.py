@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
+from ..catalogue.conditions import INPUTS_SCALED, INPUTS_SMALL
+from ..evidence.experiments import INIT_OFF
+from ..evidence.quantities import input_magnitude, input_scale_spread
 from .parts import Parts, build
 
 
@@ -46,6 +49,48 @@ def nonfinite_inputs(parts: Parts) -> float:
         if isinstance(x, torch.Tensor) and x.is_floating_point():
             bad += int(not bool(torch.isfinite(x).all()))
     return bad / len(seen) if seen else math.nan
+
+
+def inputs_unscaled(history: pd.DataFrame) -> float:
+    """1 when the baseline's inputs are off a standardised scale by the thresholds of
+    no_input_norm's own signature (feature spreads 100x apart, or values in the
+    hundreds); 0 when both were measured within them; NaN when neither was recorded."""
+    limits = ((input_scale_spread, INPUTS_SCALED), (input_magnitude, INPUTS_SMALL))
+    values = [(q(history), c.physical or c.threshold) for q, c in limits]
+    measured = [(v, limit) for v, limit in values if v == v]
+    if not measured:
+        return math.nan
+    return float(any(v > limit for v, limit in measured))
+
+
+def init_scale(parts: Parts) -> tuple[float, float]:
+    """(share of weight tensors whose initial RMS is more than INIT_OFF x above the one
+    PyTorch's `reset_parameters()` gives them, share more than INIT_OFF x below).
+    Weights: parameters of two or more dimensions of modules that can reset
+    themselves; NaN, NaN when there are none or making the model failed."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.manual_seed(parts.seed)
+            model = parts.make_model()
+            user = {n: _rms(p) for n, p in model.named_parameters() if p.dim() >= 2}
+            with torch.no_grad():
+                for module in model.modules():
+                    if callable(getattr(module, "reset_parameters", None)):
+                        module.reset_parameters()
+            default = {n: _rms(p) for n, p in model.named_parameters() if n in user}
+    except Exception:  # noqa: BLE001 - the user's factory failed: not measured
+        return math.nan, math.nan
+    pairs = [(user[n], default[n]) for n in user if default[n] > 0]
+    if not pairs:
+        return math.nan, math.nan
+    above = sum(u > INIT_OFF * d for u, d in pairs) / len(pairs)
+    below = sum(u * INIT_OFF < d for u, d in pairs) / len(pairs)
+    return above, below
+
+
+def _rms(p: torch.Tensor) -> float:
+    return float(p.detach().double().pow(2).mean().sqrt())
 
 
 def grads_carried(history: pd.DataFrame) -> float:
