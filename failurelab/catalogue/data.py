@@ -455,6 +455,8 @@ OVERFITTING = Fault(
     edit=(Set("n_train", 64),),
     repair=(Set("n_train", 2000),),
     probe=(Set("weight_decay", 0.03),),
+    refute=(O("val_inputs_shifted", "present"),),  # validation unlike training says
+    #   nothing about generalisation: a rising validation loss there is not overfitting
     signature=Signature((
         C("val_loss_rise", ">=", 0.15, "validation loss rise from its minimum",
           "smoothed over 3 evaluations a healthy run's validation loss ends within "
@@ -578,6 +580,8 @@ VAL_NOT_NORMALIZED = Fault(
     edit=(Set("normalize_val", False),),
     repair=(Set("normalize_val", True),),
     probe=(Set("normalize_val", True),),
+    confirm=(O("val_inputs_shifted", "present"),),
+    refute=(O("val_inputs_shifted", "absent"),),
     instrument="eval_inputs",
     signature=Signature((
         C("eval_input_shift", ">=", 2.0, "evaluation-input shift, in training std",

@@ -21,7 +21,10 @@ signatures read:
   standardised scale: feature spreads 100x apart or values in the hundreds, the
   thresholds of no_input_norm's signature), and `weights_above_default` /
   `weights_below_default` (share of the weight tensors whose initial RMS is more than
-  INIT_OFF times above / below what PyTorch's own `reset_parameters()` gives them).
+  INIT_OFF times above / below what PyTorch's own `reset_parameters()` gives them),
+  `val_inputs_shifted` (1 when the validation inputs sit as far from the training
+  inputs as val_not_normalized's signature asks, in training standard deviations: a
+  different preparation or population, not sampling noise).
 
 A route's check is the *premise* of its cause (the mechanism, observed): an arm such
 as standardised inputs or a re-initialisation helps many broken runs, so by itself it
@@ -46,7 +49,7 @@ GAIN_ARMS = ("lr/10", "lr*10", "lr*100", "overfit_batch", "labels_permuted", "in
              "float32", "reinit_defaults", "reference_step")
 CHECKS = ("nonfinite_inputs", "no_grad_at_step", "grad_not_optimized", "grads_carried",
           "lr_decayed", "dead_units", "saturated_units", "inputs_unscaled",
-          "weights_above_default", "weights_below_default")
+          "weights_above_default", "weights_below_default", "val_inputs_shifted")
 EFFECTS = tuple(f"gain[{arm}]" for arm in GAIN_ARMS) + CHECKS
 
 # "Clearly" better or worse: the arm's final loss differs from the baseline's by more

@@ -63,6 +63,47 @@ def inputs_unscaled(history: pd.DataFrame) -> float:
     return float(any(v > limit for v, limit in measured))
 
 
+def val_inputs_shifted(parts: Parts, limit: float) -> float:
+    """1 when the validation inputs' mean sits `limit` or more training standard
+    deviations from the training inputs' mean in some feature (the largest
+    standardised mean difference, as the Monitor's `eval_input_shift`, but over every
+    training batch the arms use, not only those a broken run reached); 0 below it; NaN
+    without validation batches or float inputs of one shape."""
+    train, val = _flat_inputs(parts, parts.batches), _flat_inputs(parts, parts.val_batches)
+    if train is None or val is None or train.shape[1] != val.shape[1] or len(train) < 2:
+        return math.nan
+    mean, std = train.mean(0), train.std(0)
+    varies = std > 0
+    if not bool(varies.any()):
+        return math.nan
+    shift = ((val.mean(0) - mean).abs() / torch.where(varies, std, 1.0))[varies].max()
+    return float(bool(shift >= limit))
+
+
+def _flat_inputs(parts: Parts, batches) -> torch.Tensor | None:
+    """The distinct batches' float inputs as (samples, features), float64; None when
+    any is missing, not a float tensor, or not finite."""
+    try:
+        xs = [parts.inputs(b) for b in _distinct(batches)]
+    except Exception:  # noqa: BLE001 - no inputs to read
+        return None
+    if not xs or not all(isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 1
+                         for x in xs):
+        return None
+    flat = [x.detach().double().reshape(x.shape[0] if x.dim() > 1 else 1, -1) for x in xs]
+    if len({f.shape[1] for f in flat}) != 1:
+        return None
+    joined = torch.cat(flat)
+    return joined if bool(torch.isfinite(joined).all()) else None
+
+
+def _distinct(batches) -> list:
+    seen: dict[int, object] = {}
+    for b in batches:
+        seen.setdefault(id(b), b)
+    return list(seen.values())
+
+
 def init_scale(parts: Parts) -> tuple[float, float]:
     """(share of weight tensors whose initial RMS is more than INIT_OFF x above the one
     PyTorch's `reset_parameters()` gives them, share more than INIT_OFF x below).

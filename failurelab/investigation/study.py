@@ -26,6 +26,11 @@ from .arms import ARMS, SEEDS
 from .errors import PartsError
 from .parts import build, make_parts
 
+# How far validation inputs must sit from the training inputs to be "shifted": the
+# threshold of val_not_normalized's own signature, read from it (one number, one place).
+VAL_SHIFT = next(c.physical or c.threshold for c in catalogue.FAULTS["val_not_normalized"]
+                 .signature.conditions if c.quantity == "eval_input_shift")
+
 
 @dataclass
 class Investigation:
@@ -113,7 +118,8 @@ def part_checks(parts) -> dict[str, float]:
     """The checks that read the parts themselves (no training)."""
     above, below = checks.init_scale(parts)
     return {"nonfinite_inputs": checks.nonfinite_inputs(parts),
-            "weights_above_default": above, "weights_below_default": below}
+            "weights_above_default": above, "weights_below_default": below,
+            "val_inputs_shifted": checks.val_inputs_shifted(parts, VAL_SHIFT)}
 
 
 def _try_build(parts) -> None:

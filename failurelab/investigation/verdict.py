@@ -91,11 +91,11 @@ def judge(h: Hypothesis, fault, effects: dict[str, float]) -> Judgement:
     """Refuted when a refuting outcome holds; confirmed when every outcome of one route
     holds (a route with a premise check before one without, then the strongest); not
     supported when every route was measured and none holds."""
-    if not fault.confirm:
-        return Judgement(h.fault, "not tested", None, source=h.source)
     for o in fault.refute:
         if o.holds(effects.get(o.effect, math.nan)):
             return Judgement(h.fault, "refuted", o, effects[o.effect], h.source)
+    if not fault.confirm:
+        return Judgement(h.fault, "not tested", None, source=h.source)
     best, measured_all = None, True
     for route in fault.confirm_routes:
         held = [o.holds(effects.get(o.effect, math.nan)) for o in route]
@@ -127,8 +127,8 @@ NOT_A_REMEDY = ("overfit_batch",)
 # Why the verdict has the confidence it has (a key of report.WHY).
 SPECIFIC = "specific"  # one cause confirmed; the same measurements left no rival standing
 TWINS = "twins"  # confirmed, not singled out: a look-alike confirmed by the same
-#                  experiment, or another factor helps as well (which the observed premise explains)
-RIVALS = "rivals"  # different factors each helped: something is wrong, not shown which
+#                  experiment (or, for a premise-backed cause, by another premise)
+RIVALS = "rivals"  # another factor helped as well: something here is wrong, not shown which
 PASSIVE = "passive"  # the passive reading's confident cause, which no experiment refuted
 UNTESTED = "untested"  # the passive reading's cause, not confirmed by any experiment run
 NONE = "none"
@@ -178,11 +178,13 @@ def _lead(confirmed: list[Judgement], helped: set[str]) -> tuple[Judgement | Non
     tier = [j for j in confirmed if j.premise] or confirmed
     lead, others = tier[0], tier[1:]
     elsewhere = {_factor(a) for a in helped} - {_factor(a) for a in lead.arms}
-    if others and all(set(j.arms) == set(lead.arms) for j in others) and lead.arms:
-        return lead, TWINS if not elsewhere or lead.premise else RIVALS
-    if others or elsewhere:
-        return lead, TWINS if lead.premise else RIVALS
-    return lead, SPECIFIC
+    if elsewhere:
+        return lead, RIVALS  # another factor helps as much: which one is the cause?
+    if not others:
+        return lead, SPECIFIC
+    if lead.premise or (lead.arms and all(set(j.arms) == set(lead.arms) for j in others)):
+        return lead, TWINS
+    return lead, RIVALS
 
 
 def _factor(arm: str) -> str:
