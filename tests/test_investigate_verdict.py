@@ -88,9 +88,12 @@ def test_labels_that_help_when_permuted_refute_shuffled_labels():
 
 def test_a_confident_passive_cause_is_kept_unless_refuted():
     passive = _passive("lr_decayed_too_early", "high", "healthy")
-    # its experiment was not measured: kept as the passive reading had it
+    # its experiment was not measured: kept, but high needs an effect specific to it
     kept = [_judge("lr_decayed_too_early", {"lr_decayed": 1.0})]
-    assert decide(kept, passive, True)[:2] == ("lr_decayed_too_early", "high")
+    assert decide(kept, passive, True)[:2] == ("lr_decayed_too_early", "medium")
+    # its experiment singled it out: high
+    shown = [_judge("lr_decayed_too_early", {"lr_decayed": 1.0, "gain[lr*10]": BETTER})]
+    assert decide(shown, passive, True, {"lr*10"})[:2] == ("lr_decayed_too_early", "high")
     # another cause confirmed: the passive cause is still not dropped
     other = kept + [_judge("huge_lr", {"gain[lr/10]": BETTER})]
     assert decide(other, passive, True, {"lr/10"})[0] == "lr_decayed_too_early"

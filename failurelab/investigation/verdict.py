@@ -144,21 +144,23 @@ def decide(judgements: list[Judgement], diagnosis, reproducible: bool,
     here helps" is not a cause).  A confirmation whose route observed the cause's own
     mechanism (a premise check) outranks confirmations by effects alone: accumulated
     gradients explain why a smaller rate helps too.  A cause the passive reading named
-    with confidence is kept unless an experiment refuted it."""
+    with confidence is kept unless an experiment refuted it, at medium confidence at
+    most unless an experiment singled it out (at low when its own experiment ran and
+    did not show it)."""
     by_name = {j.fault: j for j in judgements}
     lead, why = _lead([j for j in judgements if j.status == "confirmed"], helped)
     kept = _passive_kept(diagnosis, by_name)
     if kept is not None and (lead is None or lead.fault != kept.fault):
         # its own experiment ran and did not show it: kept, but no longer confident
-        confidence = "low" if kept.status == "not supported" else diagnosis.confidence
+        confidence = "low" if kept.status == "not supported" else _lower(diagnosis.confidence)
         return kept.fault, confidence, kept, PASSIVE
     if lead is not None:
         strong = lead.premise and lead.outcome.expect in SEEN or (
             _strength(lead.value) >= STRONG)
         confidence = {SPECIFIC: "high" if strong and reproducible else "medium",
                       TWINS: "medium", RIVALS: "low"}[why]
-        if kept is not None:
-            confidence = _higher(confidence, diagnosis.confidence)
+        if kept is not None:  # the passive reading's own confidence, short of high
+            confidence = _higher(confidence, _lower(diagnosis.confidence))
         return lead.fault, confidence, lead, why
     top = by_name.get(diagnosis.top) if diagnosis.top else None
     if top is not None and top.status != "refuted":
@@ -201,6 +203,11 @@ def _passive_kept(diagnosis, by_name: dict) -> Judgement | None:
     if j is None:
         return Judgement(diagnosis.top, "not tested", None, source="diagnosis")
     return None if j.status == "refuted" else j
+
+
+def _lower(passive: str) -> str:
+    """A passive confidence as the verdict may keep it: high needs a specific effect."""
+    return "medium" if passive == "high" else passive
 
 
 def _higher(a: str, b: str) -> str:
