@@ -167,3 +167,23 @@ def test_val_inputs_shifted_tells_another_preparation_from_sampling_noise():
     no_val = _tiny_parts()
     no_val = replace(no_val, val_batches=())
     assert math.isnan(checks.val_inputs_shifted(no_val, limit))
+
+
+class _MixesSamples(nn.Module):
+    """A wrong reshape: (B, 8) read as (8, B) and back, so each output row mixes samples."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = _mlp()
+
+    def forward(self, x):
+        return self.net(x.t().reshape(x.shape))
+
+
+def test_samples_mixed_sees_a_reshape_that_mixes_samples_not_batch_norm():
+    assert checks.samples_mixed(_tiny_parts()) == 0.0
+    assert checks.samples_mixed(_tiny_parts(_MixesSamples)) == 1.0
+    bn = _tiny_parts(lambda: nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 3)))
+    assert checks.samples_mixed(bn) == 0.0  # eval mode: running statistics, no coupling
+    assert _judge("shuffled_labels", {"gain[overfit_batch]": BETTER, "gain[labels_permuted]": UNMOVED,
+                                      "samples_mixed": 1.0}).status == "refuted"

@@ -64,7 +64,9 @@ SHUFFLED_LABELS = Fault(
     repair=(Set("labels", "aligned"),),
     probe=(Set("n_train", 64),),
     confirm=((O("gain[overfit_batch]", "better"), O("gain[labels_permuted]", "unchanged")),),
-    refute=(O("gain[labels_permuted]", "worse"), O("gain[labels_permuted]", "better")),
+    refute=(O("gain[labels_permuted]", "worse"), O("gain[labels_permuted]", "better"),
+            O("samples_mixed", "present")),  # a model that mixes samples scrambles the
+    #   labels' pairing itself: the labels may be right, the forward pass is not
     signature=Signature((replace(STUCK, role="mechanism"), *_LEARNING_WORKS),
                         "the optimizer moves and gradients flow, yet nothing is "
                         "learned: check that labels belong to their samples",

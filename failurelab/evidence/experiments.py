@@ -24,7 +24,9 @@ signatures read:
   INIT_OFF times above / below what PyTorch's own `reset_parameters()` gives them),
   `val_inputs_shifted` (1 when the validation inputs sit as far from the training
   inputs as val_not_normalized's signature asks, in training standard deviations: a
-  different preparation or population, not sampling noise).
+  different preparation or population, not sampling noise), and `samples_mixed` (1
+  when a fresh model's outputs for the other samples of a batch move as one sample
+  changes: a reshape that mixes samples; no catalogue fault has that mechanism).
 
 A route's check is the *premise* of its cause (the mechanism, observed): an arm such
 as standardised inputs or a re-initialisation helps many broken runs, so by itself it
@@ -49,7 +51,8 @@ GAIN_ARMS = ("lr/10", "lr*10", "lr*100", "overfit_batch", "labels_permuted", "in
              "float32", "reinit_defaults", "reference_step")
 CHECKS = ("nonfinite_inputs", "no_grad_at_step", "grad_not_optimized", "grads_carried",
           "lr_decayed", "dead_units", "saturated_units", "inputs_unscaled",
-          "weights_above_default", "weights_below_default", "val_inputs_shifted")
+          "weights_above_default", "weights_below_default", "val_inputs_shifted",
+          "samples_mixed")
 EFFECTS = tuple(f"gain[{arm}]" for arm in GAIN_ARMS) + CHECKS
 
 # "Clearly" better or worse: the arm's final loss differs from the baseline's by more

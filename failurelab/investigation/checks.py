@@ -104,6 +104,47 @@ def _distinct(batches) -> list:
     return list(seen.values())
 
 
+def samples_mixed(parts: Parts) -> float:
+    """1 when a fresh model's outputs for the other samples of a batch change as one
+    sample changes: the first sample is replaced by a copy of the second, in eval mode
+    without gradients (so batch norm reads its running statistics, dropout is off),
+    and more than 1.5 samples' worth of output elements move.  A model that treats
+    samples independently moves at most that one sample's outputs (1/B of them); a
+    reshape or a time-major/batch-major mix-up that mixes samples moves many.  0 below
+    it; NaN when the first batch has fewer than 2 samples or the model cannot be run
+    on its inputs alone."""
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.manual_seed(parts.seed)
+            model = parts.make_model().eval()
+            x = parts.inputs(parts.batches[0])
+            if not isinstance(x, torch.Tensor) or x.dim() < 1 or len(x) < 2:
+                return math.nan
+            changed = x.clone()
+            changed[0] = x[1]
+            before, after = _tensors(model(x)), _tensors(model(changed))
+    except Exception:  # noqa: BLE001 - the model needs more than its inputs: not measured
+        return math.nan
+    total = sum(b.numel() for b in before)
+    if not total or [b.shape for b in before] != [a.shape for a in after]:
+        return math.nan
+    moved = sum(int((b.double() - a.double()).abs().gt(1e-6 * (b.double().abs() + 1e-30)).sum())
+                for b, a in zip(before, after, strict=True))
+    return float(moved / total > 1.5 / len(x))
+
+
+def _tensors(out) -> list[torch.Tensor]:
+    """The floating-point tensors of a model's output (a tensor, or a tuple/list/dict)."""
+    if isinstance(out, torch.Tensor):
+        return [out] if out.is_floating_point() else []
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _tensors(o)]
+    return []
+
+
 def init_scale(parts: Parts) -> tuple[float, float]:
     """(share of weight tensors whose initial RMS is more than INIT_OFF x above the one
     PyTorch's `reset_parameters()` gives them, share more than INIT_OFF x below).

@@ -75,6 +75,10 @@ T = {
                  "{unopt} had a gradient the optimizer does not hold",
                  "梯度流（一步）：{n} 个可训练张量中有 {none} 个没有得到梯度{names}；"
                  "{unopt} 个有梯度但不在优化器里"),
+    "samples_mixed": Text("the model mixes samples: changing one sample of a batch moves the "
+                          "outputs of others (a reshape or a time-major/batch-major mix-up?)",
+                          "模型把样本混在了一起：改变批次中的一个样本，其他样本的输出也跟着变"
+                          "（reshape 或时间维/批次维弄混了？）"),
     "nonfinite_inputs": Text("data: {share:.0%} of the training batches hold NaN/Inf inputs",
                              "数据：{share:.0%} 的训练批次的输入含有 NaN/Inf"),
 }
@@ -294,6 +298,8 @@ def _facts(inv, lang) -> list[str]:
     share = inv.effects.get("nonfinite_inputs", math.nan)
     if share == share and share > 0:
         facts.append(T["nonfinite_inputs"].say(lang, share=share))
+    if inv.effects.get("samples_mixed") == 1.0:
+        facts.append(T["samples_mixed"].say(lang))
     return facts
 
 

@@ -119,7 +119,8 @@ def part_checks(parts) -> dict[str, float]:
     above, below = checks.init_scale(parts)
     return {"nonfinite_inputs": checks.nonfinite_inputs(parts),
             "weights_above_default": above, "weights_below_default": below,
-            "val_inputs_shifted": checks.val_inputs_shifted(parts, VAL_SHIFT)}
+            "val_inputs_shifted": checks.val_inputs_shifted(parts, VAL_SHIFT),
+            "samples_mixed": checks.samples_mixed(parts)}
 
 
 def _try_build(parts) -> None:
