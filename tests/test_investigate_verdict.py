@@ -186,5 +186,9 @@ def test_samples_mixed_sees_a_reshape_that_mixes_samples_not_batch_norm():
     assert checks.samples_mixed(_tiny_parts(_MixesSamples)) == 1.0
     bn = _tiny_parts(lambda: nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 3)))
     assert checks.samples_mixed(bn) == 0.0  # eval mode: running statistics, no coupling
+    # a sample-independent model whose loss reads the outputs against other samples' targets
+    wrong_pairing = replace(_tiny_parts(), loss=lambda out, y: nn.functional.cross_entropy(out, y.roll(1)))
+    assert checks.samples_mixed(wrong_pairing) == 1.0
+    assert checks.samples_mixed(replace(_tiny_parts(), loss=nn.functional.cross_entropy)) == 0.0
     assert _judge("shuffled_labels", {"gain[overfit_batch]": BETTER, "gain[labels_permuted]": UNMOVED,
                                       "samples_mixed": 1.0}).status == "refuted"

@@ -110,9 +110,10 @@ def samples_mixed(parts: Parts) -> float:
     without gradients (so batch norm reads its running statistics, dropout is off),
     and more than 1.5 samples' worth of output elements move.  A model that treats
     samples independently moves at most that one sample's outputs (1/B of them); a
-    reshape or a time-major/batch-major mix-up that mixes samples moves many.  0 below
-    it; NaN when the first batch has fewer than 2 samples or the model cannot be run
-    on its inputs alone."""
+    reshape or a time-major/batch-major mix-up that mixes samples moves many.  Also 1
+    when the user's loss pairs outputs with other samples' targets (`loss` given).  0
+    below it; NaN when the first batch has fewer than 2 samples or the model cannot be
+    run on its inputs alone."""
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
@@ -124,6 +125,8 @@ def samples_mixed(parts: Parts) -> float:
             changed = x.clone()
             changed[0] = x[1]
             before, after = _tensors(model(x)), _tensors(model(changed))
+            if _loss_pairs_across(parts, model, x):
+                return 1.0
     except Exception:  # noqa: BLE001 - the model needs more than its inputs: not measured
         return math.nan
     total = sum(b.numel() for b in before)
@@ -132,6 +135,22 @@ def samples_mixed(parts: Parts) -> float:
     moved = sum(int((b.double() - a.double()).abs().gt(1e-6 * (b.double().abs() + 1e-30)).sum())
                 for b, a in zip(before, after, strict=True))
     return float(moved / total > 1.5 / len(x))
+
+
+def _loss_pairs_across(parts: Parts, model, x: torch.Tensor) -> bool:
+    """Does the user's loss pair a sample's output with another sample's target?  A
+    loss that averages (or sums) per-sample terms is the same number when the batch's
+    samples are reversed together, inputs with their targets, up to rounding (1e-4
+    relative leaves float32 summation order far behind); a flatten that reads outputs
+    time-major against batch-major targets is not."""
+    if parts.loss is None:
+        return False
+    y = parts.targets(parts.batches[0])
+    if not isinstance(y, torch.Tensor) or len(y) != len(x):
+        return False
+    a = float(parts.loss(model(x), y))
+    b = float(parts.loss(model(x.flip(0)), y.flip(0)))
+    return math.isfinite(a) and math.isfinite(b) and abs(a - b) > 1e-4 * max(abs(a), 1e-12)
 
 
 def _tensors(out) -> list[torch.Tensor]:
