@@ -172,7 +172,8 @@ BAD_INIT = Fault(
     edit=(Set("init_scale", 10.0),),
     repair=(Set("init_scale", 1.0),),
     probe=(Scale("lr", 0.1),),
-    confirm=(O("gain[reinit_defaults]", "better"),),
+    confirm=((O("gain[reinit_defaults]", "better"), O("weights_above_default", "present")),),
+    refute=(O("weights_above_default", "absent"),),
     # oversized weights make oversized pre-activations (saturated sigmoids), oversized
     # gradients (huge first steps) and, in a deep net, steps that feed back until the
     # loss overflows: their evidence is its consequence, measured later than its own
@@ -232,7 +233,8 @@ INIT_TOO_SMALL = Fault(
     edit=(Set("init_scale", 0.1),),
     repair=(Set("init_scale", 1.0),),
     probe=(Scale("lr", 10),),
-    confirm=(O("gain[reinit_defaults]", "better"),),
+    confirm=((O("gain[reinit_defaults]", "better"), O("weights_below_default", "present")),),
+    refute=(O("weights_below_default", "absent"),),
     instrument="gradients",
     signature=Signature((
         C("first_layer_grad_share_start", "<=", 0.06,

@@ -63,8 +63,12 @@ SHUFFLED_LABELS = Fault(
     edit=(Set("labels", "shuffled"),),
     repair=(Set("labels", "aligned"),),
     probe=(Set("n_train", 64),),
-    confirm=((O("gain[overfit_batch]", "better"), O("gain[labels_permuted]", "not_worse")),),
-    refute=(O("gain[labels_permuted]", "worse"),),
+    confirm=((O("gain[overfit_batch]", "better"), O("gain[labels_permuted]", "unchanged")),),
+    # Refuted when permuting the labels clearly helps (their order mattered: batches
+    # sorted by class) or the model mixes samples (the forward pass scrambles the
+    # pairing, the labels may be right).  Not when it clearly hurts: labels partly
+    # shuffled still carry some signal, which a full permutation takes away.
+    refute=(O("gain[labels_permuted]", "better"), O("samples_mixed", "present")),
     signature=Signature((replace(STUCK, role="mechanism"), *_LEARNING_WORKS),
                         "the optimizer moves and gradients flow, yet nothing is "
                         "learned: check that labels belong to their samples",
@@ -164,8 +168,8 @@ NO_INPUT_NORM = Fault(
     edit=(Set("normalize_inputs", False),),
     repair=(Set("normalize_inputs", True),),
     probe=(Set("normalize_inputs", True),),
-    confirm=(O("gain[inputs_standardised]", "better"),),
-    refute=(O("gain[inputs_standardised]", "worse"),),
+    confirm=((O("gain[inputs_standardised]", "better"), O("inputs_unscaled", "present")),),
+    refute=(O("gain[inputs_standardised]", "worse"), O("inputs_unscaled", "absent")),
     signature=Signature((
         C("input_scale_spread", ">=", 100, "input std spread",
           "per-feature spreads 100x apart leave the small-scale features invisible "
@@ -455,6 +459,8 @@ OVERFITTING = Fault(
     edit=(Set("n_train", 64),),
     repair=(Set("n_train", 2000),),
     probe=(Set("weight_decay", 0.03),),
+    refute=(O("val_inputs_shifted", "present"),),  # validation unlike training says
+    #   nothing about generalisation: a rising validation loss there is not overfitting
     signature=Signature((
         C("val_loss_rise", ">=", 0.15, "validation loss rise from its minimum",
           "smoothed over 3 evaluations a healthy run's validation loss ends within "
@@ -578,6 +584,8 @@ VAL_NOT_NORMALIZED = Fault(
     edit=(Set("normalize_val", False),),
     repair=(Set("normalize_val", True),),
     probe=(Set("normalize_val", True),),
+    confirm=(O("val_inputs_shifted", "present"),),
+    refute=(O("val_inputs_shifted", "absent"),),
     instrument="eval_inputs",
     signature=Signature((
         C("eval_input_shift", ">=", 2.0, "evaluation-input shift, in training std",

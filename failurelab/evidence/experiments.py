@@ -17,7 +17,20 @@ signatures read:
   history that a route needs beside its experiment: `lr_decayed` (1 when the rate ended
   below a tenth of where it started), `dead_units` and `saturated_units` (the largest
   share of dead ReLU / saturated sigmoid-tanh units at the first step; 0 for a model
-  without such layers).
+  without such layers), `inputs_unscaled` (1 when the baseline's inputs are not on a
+  standardised scale: feature spreads 100x apart or values in the hundreds, the
+  thresholds of no_input_norm's signature), and `weights_above_default` /
+  `weights_below_default` (share of the weight tensors whose initial RMS is more than
+  INIT_OFF times above / below what PyTorch's own `reset_parameters()` gives them),
+  `val_inputs_shifted` (1 when the validation inputs sit as far from the training
+  inputs as val_not_normalized's signature asks, in training standard deviations: a
+  different preparation or population, not sampling noise), and `samples_mixed` (1
+  when a fresh model's outputs for the other samples of a batch move as one sample
+  changes: a reshape that mixes samples; no catalogue fault has that mechanism).
+
+A route's check is the *premise* of its cause (the mechanism, observed): an arm such
+as standardised inputs or a re-initialisation helps many broken runs, so by itself it
+says "something here helps", not which cause; together with the premise it names one.
 
 A fault of the catalogue says which outcomes confirm it and which refute it
 (`Fault.confirm`, `Fault.refute`, beside its signature) in this vocabulary.
@@ -37,7 +50,9 @@ from .quantities import loss_start, nonfinite_losses
 GAIN_ARMS = ("lr/10", "lr*10", "lr*100", "overfit_batch", "labels_permuted", "inputs_standardised",
              "float32", "reinit_defaults", "reference_step")
 CHECKS = ("nonfinite_inputs", "no_grad_at_step", "grad_not_optimized", "grads_carried",
-          "lr_decayed", "dead_units", "saturated_units")
+          "lr_decayed", "dead_units", "saturated_units", "inputs_unscaled",
+          "weights_above_default", "weights_below_default", "val_inputs_shifted",
+          "samples_mixed")
 EFFECTS = tuple(f"gain[{arm}]" for arm in GAIN_ARMS) + CHECKS
 
 # "Clearly" better or worse: the arm's final loss differs from the baseline's by more
@@ -52,6 +67,11 @@ SAME = 1.0
 # end within a hair of each other must still move the loss by a visible share of its
 # scale before a change is called an effect, not a rounding of the same outcome.
 FLOOR = 0.05
+# A weight tensor starts "off the default scale" when its RMS is more than INIT_OFF
+# times above or below what `reset_parameters()` gives it: every standard initializer
+# (Kaiming normal with the ReLU gain, Xavier, orthogonal) lands within 2.5x of PyTorch's
+# default for the same layer, so 4x is a deliberate (or mistaken) scale.
+INIT_OFF = 4.0
 LATE = 0.2  # the final loss is the mean of the last 20% of the steps (as `loss_end`)
 
 EXPECTS = ("better", "worse", "unchanged", "not_worse", "present", "absent", "all")

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
+from ..catalogue.conditions import INPUTS_SCALED, INPUTS_SMALL
+from ..evidence.experiments import INIT_OFF
+from ..evidence.quantities import input_magnitude, input_scale_spread
 from .parts import Parts, build
 
 
@@ -46,6 +49,149 @@ def nonfinite_inputs(parts: Parts) -> float:
         if isinstance(x, torch.Tensor) and x.is_floating_point():
             bad += int(not bool(torch.isfinite(x).all()))
     return bad / len(seen) if seen else math.nan
+
+
+def inputs_unscaled(history: pd.DataFrame) -> float:
+    """1 when the baseline's inputs are off a standardised scale by the thresholds of
+    no_input_norm's own signature (feature spreads 100x apart, or values in the
+    hundreds); 0 when both were measured within them; NaN when neither was recorded."""
+    limits = ((input_scale_spread, INPUTS_SCALED), (input_magnitude, INPUTS_SMALL))
+    values = [(q(history), c.physical or c.threshold) for q, c in limits]
+    measured = [(v, limit) for v, limit in values if v == v]
+    if not measured:
+        return math.nan
+    return float(any(v > limit for v, limit in measured))
+
+
+def val_inputs_shifted(parts: Parts, limit: float) -> float:
+    """1 when the validation inputs' mean sits `limit` or more training standard
+    deviations from the training inputs' mean in some feature (the largest
+    standardised mean difference, as the Monitor's `eval_input_shift`, but over every
+    training batch the arms use, not only those a broken run reached); 0 below it; NaN
+    without validation batches or float inputs of one shape."""
+    train, val = _flat_inputs(parts, parts.batches), _flat_inputs(parts, parts.val_batches)
+    if train is None or val is None or train.shape[1] != val.shape[1] or len(train) < 2:
+        return math.nan
+    mean, std = train.mean(0), train.std(0)
+    varies = std > 0
+    if not bool(varies.any()):
+        return math.nan
+    shift = ((val.mean(0) - mean).abs() / torch.where(varies, std, 1.0))[varies].max()
+    return float(bool(shift >= limit))
+
+
+def _flat_inputs(parts: Parts, batches) -> torch.Tensor | None:
+    """The distinct batches' float inputs as (samples, features), float64; None when
+    any is missing, not a float tensor, or not finite."""
+    try:
+        xs = [parts.inputs(b) for b in _distinct(batches)]
+    except Exception:  # noqa: BLE001 - no inputs to read
+        return None
+    if not xs or not all(isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 1
+                         for x in xs):
+        return None
+    flat = [x.detach().double().reshape(x.shape[0] if x.dim() > 1 else 1, -1) for x in xs]
+    if len({f.shape[1] for f in flat}) != 1:
+        return None
+    joined = torch.cat(flat)
+    return joined if bool(torch.isfinite(joined).all()) else None
+
+
+def _distinct(batches) -> list:
+    seen: dict[int, object] = {}
+    for b in batches:
+        seen.setdefault(id(b), b)
+    return list(seen.values())
+
+
+def samples_mixed(parts: Parts) -> float:
+    """1 when a fresh model's outputs for the other samples of a batch change as one
+    sample changes: the first sample is replaced by a copy of the second, in eval mode
+    without gradients (so batch norm reads its running statistics, dropout is off),
+    and more than 1.5 samples' worth of output elements move.  A model that treats
+    samples independently moves at most that one sample's outputs (1/B of them); a
+    reshape or a time-major/batch-major mix-up that mixes samples moves many.  Also 1
+    when the user's loss pairs outputs with other samples' targets (`loss` given).  0
+    below it; NaN when the first batch has fewer than 2 samples or the model cannot be
+    run on its inputs alone."""
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.manual_seed(parts.seed)
+            model = parts.make_model().eval()
+            x = parts.inputs(parts.batches[0])
+            if not isinstance(x, torch.Tensor) or x.dim() < 1 or len(x) < 2:
+                return math.nan
+            changed = x.clone()
+            changed[0] = x[1]
+            before, after = _tensors(model(x)), _tensors(model(changed))
+            if _loss_pairs_across(parts, model, x):
+                return 1.0
+    except Exception:  # noqa: BLE001 - the model needs more than its inputs: not measured
+        return math.nan
+    total = sum(b.numel() for b in before)
+    if not total or [b.shape for b in before] != [a.shape for a in after]:
+        return math.nan
+    moved = sum(int((b.double() - a.double()).abs().gt(1e-6 * (b.double().abs() + 1e-30)).sum())
+                for b, a in zip(before, after, strict=True))
+    return float(moved / total > 1.5 / len(x))
+
+
+def _loss_pairs_across(parts: Parts, model, x: torch.Tensor) -> bool:
+    """Does the user's loss pair a sample's output with another sample's target?  A
+    loss that averages (or sums) per-sample terms is the same number when the batch's
+    samples are reversed together, inputs with their targets, up to rounding (1e-4
+    relative leaves float32 summation order far behind); a flatten that reads outputs
+    time-major against batch-major targets is not."""
+    if parts.loss is None:
+        return False
+    y = parts.targets(parts.batches[0])
+    if not isinstance(y, torch.Tensor) or len(y) != len(x):
+        return False
+    a = float(parts.loss(model(x), y))
+    b = float(parts.loss(model(x.flip(0)), y.flip(0)))
+    return math.isfinite(a) and math.isfinite(b) and abs(a - b) > 1e-4 * max(abs(a), 1e-12)
+
+
+def _tensors(out) -> list[torch.Tensor]:
+    """The floating-point tensors of a model's output (a tensor, or a tuple/list/dict)."""
+    if isinstance(out, torch.Tensor):
+        return [out] if out.is_floating_point() else []
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _tensors(o)]
+    return []
+
+
+def init_scale(parts: Parts) -> tuple[float, float]:
+    """(share of weight tensors whose initial RMS is more than INIT_OFF x above the one
+    PyTorch's `reset_parameters()` gives them, share more than INIT_OFF x below).
+    Weights: parameters of two or more dimensions of modules that can reset
+    themselves; NaN, NaN when there are none or making the model failed."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.manual_seed(parts.seed)
+            model = parts.make_model()
+            user = {n: _rms(p) for n, p in model.named_parameters() if p.dim() >= 2}
+            with torch.no_grad():
+                for module in model.modules():
+                    if callable(getattr(module, "reset_parameters", None)):
+                        module.reset_parameters()
+            default = {n: _rms(p) for n, p in model.named_parameters() if n in user}
+    except Exception:  # noqa: BLE001 - the user's factory failed: not measured
+        return math.nan, math.nan
+    pairs = [(user[n], default[n]) for n in user if default[n] > 0]
+    if not pairs:
+        return math.nan, math.nan
+    above = sum(u > INIT_OFF * d for u, d in pairs) / len(pairs)
+    below = sum(u * INIT_OFF < d for u, d in pairs) / len(pairs)
+    return above, below
+
+
+def _rms(p: torch.Tensor) -> float:
+    return float(p.detach().double().pow(2).mean().sqrt())
 
 
 def grads_carried(history: pd.DataFrame) -> float:

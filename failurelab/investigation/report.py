@@ -32,8 +32,8 @@ T = {
     "no_cause": Text("unhealthy, no catalogue cause fits", "不健康，目录中没有相符的原因"),
     "no_experiment": Text("none decided it", "没有实验能下结论"),
     "no_fix": Text("see what the experiments showed below", "见下面各实验的结果"),
-    "passive_only": Text("{title} (not tested: from the passive reading alone)",
-                         "{title}（未经实验检验：仅来自被动诊断）"),
+    "passive_only": Text("{title} (from the passive reading: no experiment here confirmed it)",
+                         "{title}（来自被动诊断：这里没有实验证实它）"),
     "ran": Text("{changes}: {effect}", "{changes}：{effect}"),
     "confidence": Text("confidence: {level}", "置信度：{level}"),
     "experiments": Text("experiments (final loss = mean of the last 20% of steps; spread = "
@@ -50,6 +50,21 @@ T = {
                       "假设|来源|状态|决定性的结果"),
     "from_diagnosis": Text("passive diagnosis", "被动诊断"),
     "from_shape": Text("the shape's usual suspect", "该曲线形状的常见原因"),
+    "from_premise": Text("a check saw its mechanism", "检查看到了它的机制"),
+    "why_specific": Text("why: its experiment confirmed it, and no other experiment or "
+                         "hypothesis fits as well", "理由：它的实验证实了它，并且没有其他实验或假设同样相符"),
+    "why_twins": Text("why not higher: the same experiments also confirm {names}: they cannot "
+                      "tell these apart", "为何不更高：同样的实验也证实了 {names}：无法把它们区分开"),
+    "why_rivals": Text("why not higher: another change helps as well ({arms}): something here is "
+                       "wrong, the experiments do not single out which",
+                       "为何不更高：另一个改动同样有帮助（{arms}）：这里确有问题，但实验没有指明是哪一个"),
+    "why_passive": Text("why: the passive reading's cause, which no experiment refuted",
+                        "理由：被动诊断给出的原因，没有实验排除它"),
+    "why_passive_unsupported": Text("why low: the passive reading's cause; the experiment meant "
+                                    "to confirm it ran and did not show it",
+                                    "为何低：被动诊断给出的原因；本应证实它的实验运行了，却没有显示出来"),
+    "why_untested": Text("why low: the passive reading's cause, which no experiment confirmed",
+                         "为何低：被动诊断给出的原因，没有实验证实它"),
     "also": Text("also consistent with the same experiments: {names}",
                  "同样与这些实验相符：{names}"),
     "reproducible": Text("same seed twice: bitwise identical", "同一种子运行两次：逐位相同"),
@@ -60,6 +75,10 @@ T = {
                  "{unopt} had a gradient the optimizer does not hold",
                  "梯度流（一步）：{n} 个可训练张量中有 {none} 个没有得到梯度{names}；"
                  "{unopt} 个有梯度但不在优化器里"),
+    "samples_mixed": Text("the model mixes samples: changing one sample of a batch moves the "
+                          "outputs of others (a reshape or a time-major/batch-major mix-up?)",
+                          "模型把样本混在了一起：改变批次中的一个样本，其他样本的输出也跟着变"
+                          "（reshape 或时间维/批次维弄混了？）"),
     "nonfinite_inputs": Text("data: {share:.0%} of the training batches hold NaN/Inf inputs",
                              "数据：{share:.0%} 的训练批次的输入含有 NaN/Inf"),
 }
@@ -141,7 +160,9 @@ def verdict_columns(inv, lang: str) -> dict[str, str]:
     title = f"{inv.top}: {fault.text('title', lang)}"
     if j is None or j.status != "confirmed":
         cause = T["passive_only"].say(lang, title=title)
-        experiment = fault.text("experiment", lang) + " " + _said_not_run(lang)
+        experiment = fault.text("experiment", lang) + " " + (
+            _said_not_run(lang) if j is None or j.status in ("not tested", "undecided")
+            else Text("(run here: it did not show it)", "（这里运行了：没有显示出来）").say(lang))
     else:
         cause = title
         experiment = _outcome_line(j.outcome, j.value, inv, lang)
@@ -191,6 +212,9 @@ def text(inv, lang: str) -> str:
     for key in ("symptom", "cause", "experiment", "fix"):
         lines.append(f"  {T[key].say(lang)}: {cols[key]}")
     lines.append("  " + T["confidence"].say(lang, level=CONFIDENCE[inv.confidence].say(lang)))
+    why = why_said(inv, lang)
+    if why:
+        lines.append("  " + why)
     lines.append("")
     lines.extend(_facts(inv, lang))
     lines.append(_header(inv, lang))
@@ -241,6 +265,26 @@ def _header(inv, lang) -> str:
     return T["experiments"].say(lang, of=of, spread=inv.spread)
 
 
+def why_said(inv, lang) -> str:
+    """One sentence: why the verdict has its confidence ("" for no cause named)."""
+    if inv.top is None:
+        return ""
+    j = next((j for j in inv.judgements if j.fault == inv.top), None)
+    if inv.why == "passive":
+        return T["why_passive_unsupported" if inv.confidence == "low" else "why_passive"].say(lang)
+    if inv.why == "twins":
+        names = ", ".join(_also(inv)) or "-"
+        return T["why_twins"].say(lang, names=names)
+    if inv.why == "rivals":
+        own = set(j.arms) if j is not None else set()
+        arms = [r["arm"] for _, r in inv.experiments.iterrows()
+                if r["outcome"] == "better" and r["arm"] not in own and r["arm"] != "overfit_batch"]
+        return T["why_rivals"].say(lang, arms=", ".join(arms) or "-")
+    if inv.why == "untested":
+        return T["why_untested"].say(lang)
+    return T["why_specific"].say(lang) if inv.why == "specific" else ""
+
+
 def _facts(inv, lang) -> list[str]:
     facts = []
     if inv.reproducible is not None:
@@ -254,6 +298,8 @@ def _facts(inv, lang) -> list[str]:
     share = inv.effects.get("nonfinite_inputs", math.nan)
     if share == share and share > 0:
         facts.append(T["nonfinite_inputs"].say(lang, share=share))
+    if inv.effects.get("samples_mixed") == 1.0:
+        facts.append(T["samples_mixed"].say(lang))
     return facts
 
 
@@ -303,7 +349,8 @@ def to_html(inv, path, lang: str) -> None:
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
             f"{e(T['title'].say(lang))}</title><style>{CSS}</style></head><body>"
             f"<h1>{e(T['title'].say(lang))}</h1><table>{head}</table>"
-            f"<p>{e(T['confidence'].say(lang, level=level))}</p><ul>{facts}</ul>"
+            f"<p>{e(T['confidence'].say(lang, level=level))}</p>"
+            f"<p>{e(why_said(inv, lang))}</p><ul>{facts}</ul>"
             f"<h2>{e(T['experiments_short'].say(lang))}</h2><p>{e(_header(inv, lang))}</p>"
             f"{''.join(arms)}<h2>{e(T['hypotheses'].say(lang))}</h2>"
             f"<table><tr>{heads}</tr>{hyp}</table></body></html>")

@@ -26,6 +26,11 @@ from .arms import ARMS, SEEDS
 from .errors import PartsError
 from .parts import build, make_parts
 
+# How far validation inputs must sit from the training inputs to be "shifted": the
+# threshold of val_not_normalized's own signature, read from it (one number, one place).
+VAL_SHIFT = next(c.physical or c.threshold for c in catalogue.FAULTS["val_not_normalized"]
+                 .signature.conditions if c.quantity == "eval_input_shift")
+
 
 @dataclass
 class Investigation:
@@ -47,6 +52,7 @@ class Investigation:
     tested: bool = True  # False: `top` comes from the passive reading alone
     notes: list[str] = field(default_factory=list)  # sequential runs, interruption, errors
     lang: str = "en"
+    why: str = verdict.NONE  # how specific the evidence for `top` is (verdict.decide)
 
     @property
     def shape(self) -> str:
@@ -93,7 +99,9 @@ def investigate(model=None, optimizer=None, batches=None, step=None, loss=None,
         if not readable(base):
             raise_for_baseline(base, stopped)
         passive = diagnose(base.history, faults, lang)
-        hyps = verdict.hypotheses(passive, faults)
+        measured = part_checks(parts)
+        premises = {**measured, "inputs_unscaled": checks.inputs_unscaled(base.history)}
+        hyps = verdict.hypotheses(passive, faults, premises)
         wanted = verdict.arms_needed(hyps, faults) if hyps else []
         more = [a for a in wanted if a not in runs
                 and (a != "float32" or base.low_precision)]  # float32 undoes low precision only
@@ -103,7 +111,16 @@ def investigate(model=None, optimizer=None, batches=None, step=None, loss=None,
         flow = checks.gradient_flow(parts) if not stopped else None
     if stopped:
         notes.append("stopped by Ctrl-C: the arms not run are missing")
-    return _assemble(parts, passive, hyps, runs, flow, faults, notes, lang)
+    return assemble(measured, passive, hyps, runs, flow, faults, notes, lang)
+
+
+def part_checks(parts) -> dict[str, float]:
+    """The checks that read the parts themselves (no training)."""
+    above, below = checks.init_scale(parts)
+    return {"nonfinite_inputs": checks.nonfinite_inputs(parts),
+            "weights_above_default": above, "weights_below_default": below,
+            "val_inputs_shifted": checks.val_inputs_shifted(parts, VAL_SHIFT),
+            "samples_mixed": checks.samples_mixed(parts)}
 
 
 def _try_build(parts) -> None:
@@ -131,7 +148,9 @@ def raise_for_baseline(base, stopped: bool) -> None:
     raise PartsError(f"your baseline run could not be read: {why}")
 
 
-def _assemble(parts, passive, hyps, runs, flow, faults, notes, lang) -> Investigation:
+def assemble(measured, passive, hyps, runs, flow, faults, notes, lang) -> Investigation:
+    """The effects, the judgements and the verdict, from the arms' runs and the checks
+    (`measured`: `part_checks`)."""
     base = runs["baseline"].history
     scale = ex.loss_scale(base)
     ends = {name: ex.final_loss(r.history) for name, r in runs.items() if not r.skipped}
@@ -139,7 +158,8 @@ def _assemble(parts, passive, hyps, runs, flow, faults, notes, lang) -> Investig
     spread = ex.spread([ends[s] for s in SEEDS if s in ends], scale, ends["baseline"], log)
     effects = {f"gain[{arm}]": ex.gain(ends["baseline"], ends[arm], spread, log)
                for arm in ex.GAIN_ARMS if arm in ends}
-    effects["nonfinite_inputs"] = checks.nonfinite_inputs(parts)
+    effects.update(measured)
+    effects["inputs_unscaled"] = checks.inputs_unscaled(base)
     effects["grads_carried"] = checks.grads_carried(base)
     effects["lr_decayed"] = ex.lr_decayed(base)
     effects["dead_units"] = dead_start(base)
@@ -149,7 +169,10 @@ def _assemble(parts, passive, hyps, runs, flow, faults, notes, lang) -> Investig
         effects["grad_not_optimized"] = flow.grad_not_optimized
     reproducible = _bitwise(runs.get("repeat"), runs["baseline"])
     judgements = [verdict.judge(h, faults[h.fault], effects) for h in hyps]
-    top, confidence, deciding = verdict.decide(judgements, passive, bool(reproducible))
+    helped = {arm for arm in ex.GAIN_ARMS if arm not in verdict.NOT_A_REMEDY
+              and effects.get(f"gain[{arm}]", math.nan) > ex.CLEAR}
+    top, confidence, deciding, why = verdict.decide(judgements, passive, bool(reproducible),
+                                                    helped)
     confidence = healthy_confidence(passive, top, judgements, reproducible) or confidence
     if top is None and confidence == "high" and flow is not None and flow.without_grad:
         confidence = "medium"  # healthy-looking, but part of the model never learns
@@ -161,7 +184,7 @@ def _assemble(parts, passive, hyps, runs, flow, faults, notes, lang) -> Investig
                          {n: r.history for n, r in runs.items() if not r.skipped},
                          judgements, effects, spread, log, reproducible, flow,
                          tested=deciding is None or deciding.status == "confirmed",
-                         notes=notes, lang=report.language(lang))
+                         notes=notes, lang=report.language(lang), why=why)
 
 
 def healthy_confidence(passive, top, judgements, reproducible) -> str | None:

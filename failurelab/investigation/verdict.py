@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..evidence.experiments import CHECKS, CLEAR, Outcome
 from .arms import SEEDS
 
+SEEN = ("present", "all")  # a check's outcome that observed a mechanism (not a guard's "absent")
 PASSIVE_TOP = 3  # the passive causes taken as hypotheses
 STRONG = 2 * CLEAR  # an effect this many spreads past "clearly" names a cause with high confidence
 
@@ -24,7 +25,8 @@ STRONG = 2 * CLEAR  # an effect this many spreads past "clearly" names a cause w
 @dataclass(frozen=True)
 class Hypothesis:
     fault: str
-    source: str  # "diagnosis" (a fired signature) or "shape" (the shape's usual suspect)
+    source: str  # "diagnosis" (a fired signature), "premise" (a check showed its
+    #              mechanism) or "shape" (the shape's usual suspect)
     passive_score: float = math.nan
 
 
@@ -35,22 +37,41 @@ class Judgement:
     outcome: Outcome | None  # the deciding outcome (the strongest confirming one)
     value: float = math.nan  # its measured effect
     source: str = "shape"
+    premise: bool = False  # the confirming route holds a check that observed the cause's
+    #                        mechanism (grads carried over, dead units, unscaled inputs...)
+    arms: tuple[str, ...] = ()  # the arms whose effects the confirming route read
 
 
-def hypotheses(diagnosis, faults: dict) -> list[Hypothesis]:
-    """The passive causes first (best first), then the shape's usual suspects."""
+# Premises that, measured before any arm runs, propose their causes even on a curve that
+# looks healthy (a run on raw pixels may still converge): healthy loops show none of them.
+PROPOSING = ("inputs_unscaled", "weights_above_default", "weights_below_default",
+             "nonfinite_inputs")
+
+
+def hypotheses(diagnosis, faults: dict, premises: dict | None = None) -> list[Hypothesis]:
+    """The passive causes first (best first), then the faults whose premise the parts or
+    the baseline show (`premises`: check -> value), then the shape's usual suspects."""
     out: list[Hypothesis] = []
     for name, score, _ in diagnosis.causes[:PASSIVE_TOP]:
         out.append(Hypothesis(name, "diagnosis", score))
     for name in diagnosis.lookalikes:
         if name in faults and name not in {h.fault for h in out}:
             out.append(Hypothesis(name, "diagnosis"))
+    for name, fault in faults.items():
+        if name not in {h.fault for h in out} and _premise_seen(fault, premises or {}):
+            out.append(Hypothesis(name, "premise"))
     if diagnosis.shape != "healthy":
         for name, fault in faults.items():
             shows = diagnosis.shape in (fault.shape, *fault.other_shapes)
             if shows and fault.confirm and name not in {h.fault for h in out}:
                 out.append(Hypothesis(name, "shape"))
     return out
+
+
+def _premise_seen(fault, premises: dict) -> bool:
+    """Does a confirming route of `fault` hold a proposing check that the run shows?"""
+    return any(o.arm in PROPOSING and o.holds(premises.get(o.effect, math.nan))
+               for route in fault.confirm_routes for o in route)
 
 
 def arms_needed(hyps: list[Hypothesis], faults: dict) -> list[str]:
@@ -68,24 +89,29 @@ def arms_needed(hyps: list[Hypothesis], faults: dict) -> list[str]:
 
 def judge(h: Hypothesis, fault, effects: dict[str, float]) -> Judgement:
     """Refuted when a refuting outcome holds; confirmed when every outcome of one route
-    holds; not supported when every route was measured and none holds."""
-    if not fault.confirm:
-        return Judgement(h.fault, "not tested", None, source=h.source)
+    holds (a route with a premise check before one without, then the strongest); not
+    supported when every route was measured and none holds."""
     for o in fault.refute:
         if o.holds(effects.get(o.effect, math.nan)):
             return Judgement(h.fault, "refuted", o, effects[o.effect], h.source)
+    if not fault.confirm:
+        return Judgement(h.fault, "not tested", None, source=h.source)
     best, measured_all = None, True
     for route in fault.confirm_routes:
         held = [o.holds(effects.get(o.effect, math.nan)) for o in route]
         if all(held):
             lead = route[0]
             value = effects[lead.effect]
-            if best is None or _strength(value) > _strength(best[1]):
-                best = (lead, value)
+            premise = any(o.arm in CHECKS and o.expect in SEEN for o in route)
+            rank = (premise, _strength(value))
+            if best is None or rank > best[0]:
+                arms = tuple(o.arm for o in route if o.arm not in CHECKS)
+                best = (rank, lead, value, premise, arms)
         elif any(x is None for x in held) and not any(x is False for x in held):
             measured_all = False
     if best is not None:
-        return Judgement(h.fault, "confirmed", best[0], best[1], h.source)
+        _, lead, value, premise, arms = best
+        return Judgement(h.fault, "confirmed", lead, value, h.source, premise, arms)
     return Judgement(h.fault, "not supported" if measured_all else "undecided", None,
                      source=h.source)
 
@@ -94,18 +120,96 @@ def _strength(value: float) -> float:
     return abs(value) if value == value else 0.0
 
 
-def decide(judgements: list[Judgement], diagnosis, reproducible: bool):
-    """(top fault or None, confidence, the judgement that named it or None)."""
-    confirmed = [j for j in judgements if j.status == "confirmed"]
-    if confirmed:
-        j = confirmed[0]  # hypotheses are in the passive ranking's order
-        strong = (j.outcome.expect in ("present", "all") or _strength(j.value) >= STRONG)
-        return j.fault, "high" if strong and reproducible else "medium", j
-    # No experiment confirmed a cause: a passive cause that no experiment can test
-    # keeps its passive confidence (said "not tested"); any other stays unnamed.
-    untested = [j for j in judgements if j.status == "not tested" and j.source == "diagnosis"]
-    if untested and diagnosis.top == untested[0].fault:
-        return untested[0].fault, diagnosis.confidence, untested[0]
+# Arms whose lower loss is no remedy for anything: one batch, seen at every step, is
+# memorised by any model that can learn at all.
+NOT_A_REMEDY = ("overfit_batch",)
+
+# Why the verdict has the confidence it has (a key of report.WHY).
+SPECIFIC = "specific"  # one cause confirmed; the same measurements left no rival standing
+TWINS = "twins"  # confirmed, not singled out: a look-alike confirmed by the same
+#                  experiment (or, for a premise-backed cause, by another premise)
+RIVALS = "rivals"  # another factor helped as well: something here is wrong, not shown which
+PASSIVE = "passive"  # the passive reading's confident cause, which no experiment refuted
+UNTESTED = "untested"  # the passive reading's cause, not confirmed by any experiment run
+NONE = "none"
+
+
+def decide(judgements: list[Judgement], diagnosis, reproducible: bool,
+           helped: set[str] = frozenset()):
+    """(top fault or None, confidence, the judgement that named it or None, why).
+
+    High confidence needs an effect specific to the cause: it is confirmed, and no
+    other hypothesis is confirmed as well - not a look-alike by the same experiment
+    (`TWINS`: medium), not another factor that helped too (`RIVALS`: low, "something
+    here helps" is not a cause).  A confirmation whose route observed the cause's own
+    mechanism (a premise check) outranks confirmations by effects alone: accumulated
+    gradients explain why a smaller rate helps too.  A cause the passive reading named
+    with confidence is kept unless an experiment refuted it, at medium confidence at
+    most unless an experiment singled it out (at low when its own experiment ran and
+    did not show it)."""
+    by_name = {j.fault: j for j in judgements}
+    lead, why = _lead([j for j in judgements if j.status == "confirmed"], helped)
+    kept = _passive_kept(diagnosis, by_name)
+    if kept is not None and (lead is None or lead.fault != kept.fault):
+        # its own experiment ran and did not show it: kept, but no longer confident
+        confidence = "low" if kept.status == "not supported" else _lower(diagnosis.confidence)
+        return kept.fault, confidence, kept, PASSIVE
+    if lead is not None:
+        strong = lead.premise and lead.outcome.expect in SEEN or (
+            _strength(lead.value) >= STRONG)
+        confidence = {SPECIFIC: "high" if strong and reproducible else "medium",
+                      TWINS: "medium", RIVALS: "low"}[why]
+        if kept is not None:  # the passive reading's own confidence, short of high
+            confidence = _higher(confidence, _lower(diagnosis.confidence))
+        return lead.fault, confidence, lead, why
+    top = by_name.get(diagnosis.top) if diagnosis.top else None
+    if top is not None and top.status != "refuted":
+        return top.fault, "low", top, UNTESTED
     if diagnosis.shape == "healthy" and not diagnosis.causes:
-        return None, "high" if reproducible else "medium", None
-    return None, "low", None
+        return None, "high" if reproducible else "medium", None, NONE
+    return None, "low", None, NONE
+
+
+def _lead(confirmed: list[Judgement], helped: set[str]) -> tuple[Judgement | None, str]:
+    """The confirmed cause to name (premise-backed first, then the passive ranking's
+    order) and how specific the evidence for it is.  `helped`: the arms that clearly
+    lowered the loss; one outside the lead's own route is another factor that helps,
+    which the lead's effect alone does not explain away."""
+    if not confirmed:
+        return None, NONE
+    tier = [j for j in confirmed if j.premise] or confirmed
+    lead, others = tier[0], tier[1:]
+    elsewhere = {_factor(a) for a in helped} - {_factor(a) for a in lead.arms}
+    if elsewhere:
+        return lead, RIVALS  # another factor helps as much: which one is the cause?
+    if not others:
+        return lead, SPECIFIC
+    if lead.premise or (lead.arms and all(set(j.arms) == set(lead.arms) for j in others)):
+        return lead, TWINS
+    return lead, RIVALS
+
+
+def _factor(arm: str) -> str:
+    """The factor an arm changes: lr*10 and lr*100 raise the same one."""
+    return "lr up" if arm in ("lr*10", "lr*100") else arm
+
+
+def _passive_kept(diagnosis, by_name: dict) -> Judgement | None:
+    """The passive reading's top cause when it was named with confidence (medium or
+    high) and no experiment refuted it."""
+    if diagnosis.top is None or diagnosis.confidence not in ("medium", "high"):
+        return None
+    j = by_name.get(diagnosis.top)
+    if j is None:
+        return Judgement(diagnosis.top, "not tested", None, source="diagnosis")
+    return None if j.status == "refuted" else j
+
+
+def _lower(passive: str) -> str:
+    """A passive confidence as the verdict may keep it: high needs a specific effect."""
+    return "medium" if passive == "high" else passive
+
+
+def _higher(a: str, b: str) -> str:
+    order = ("low", "medium", "high")
+    return max(a, b, key=order.index)
