@@ -39,6 +39,18 @@ def test_one_cause_confirmed_and_nothing_else_helping_is_named_with_high_confide
     assert decide(js, _passive(), False, {"lr/10"})[1] == "medium"
 
 
+def test_a_cause_only_the_shape_suggested_and_only_an_effect_confirms_stays_low():
+    """A higher rate helps a model whose layers are frozen too: the effect is real and
+    the rate still not the cause.  Proposed by a fired signature instead, the same
+    effect names it with high confidence."""
+    effects = {"gain[lr*10]": BETTER, "no_grad_at_step": 0.0}
+    shape_only = [_judge("lr_too_small", effects, source="shape")]
+    top, confidence, _, why = decide(shape_only, _passive(), True, {"lr*10"})
+    assert (top, confidence, why) == ("lr_too_small", "low", verdict.SUGGESTED)
+    signed = [_judge("lr_too_small", effects)]
+    assert decide(signed, _passive(), True, {"lr*10"})[1] == "high"
+
+
 def test_look_alikes_confirmed_by_the_same_arm_are_not_told_apart():
     """lr/10 confirms huge_lr and exploding_gradients alike: a second, telling arm is
     needed before high confidence."""

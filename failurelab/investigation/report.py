@@ -65,6 +65,9 @@ T = {
                                     "为何低：被动诊断给出的原因；本应证实它的实验运行了，却没有显示出来"),
     "why_untested": Text("why low: the passive reading's cause, which no experiment confirmed",
                          "为何低：被动诊断给出的原因，没有实验证实它"),
+    "why_suggested": Text("why low: only the curve's shape suggested it, and only an effect "
+                          "supports it: a change that helps is not yet its cause",
+                          "为何低：只有曲线形状提示了它，也只有一个效果支持它：有帮助的改动还不等于它的原因"),
     "also": Text("also consistent with the same experiments: {names}",
                  "同样与这些实验相符：{names}"),
     "reproducible": Text("same seed twice: bitwise identical", "同一种子运行两次：逐位相同"),
@@ -282,6 +285,8 @@ def why_said(inv, lang) -> str:
         return T["why_rivals"].say(lang, arms=", ".join(arms) or "-")
     if inv.why == "untested":
         return T["why_untested"].say(lang)
+    if inv.why == "suggested":
+        return T["why_suggested"].say(lang)
     return T["why_specific"].say(lang) if inv.why == "specific" else ""
 
 

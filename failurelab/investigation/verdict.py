@@ -131,6 +131,9 @@ TWINS = "twins"  # confirmed, not singled out: a look-alike confirmed by the sam
 RIVALS = "rivals"  # another factor helped as well: something here is wrong, not shown which
 PASSIVE = "passive"  # the passive reading's confident cause, which no experiment refuted
 UNTESTED = "untested"  # the passive reading's cause, not confirmed by any experiment run
+SUGGESTED = "suggested"  # only the curve's shape suggested it and only an effect confirms
+#                          it: a change that helps, on a run whose telemetry never pointed
+#                          there (a higher rate helps a model whose layers are frozen too)
 NONE = "none"
 
 
@@ -146,7 +149,9 @@ def decide(judgements: list[Judgement], diagnosis, reproducible: bool,
     gradients explain why a smaller rate helps too.  A cause the passive reading named
     with confidence is kept unless an experiment refuted it, at medium confidence at
     most unless an experiment singled it out (at low when its own experiment ran and
-    did not show it)."""
+    did not show it).  A cause that only the curve's shape suggested, confirmed by an
+    effect alone (no check saw its mechanism), stays low: a model with frozen layers
+    learns faster at a higher rate too, and was named a rate too small with confidence."""
     by_name = {j.fault: j for j in judgements}
     lead, why = _lead([j for j in judgements if j.status == "confirmed"], helped)
     kept = _passive_kept(diagnosis, by_name)
@@ -161,6 +166,8 @@ def decide(judgements: list[Judgement], diagnosis, reproducible: bool,
                       TWINS: "medium", RIVALS: "low"}[why]
         if kept is not None:  # the passive reading's own confidence, short of high
             confidence = _higher(confidence, _lower(diagnosis.confidence))
+        elif lead.source == "shape" and not lead.premise:
+            return lead.fault, "low", lead, SUGGESTED
         return lead.fault, confidence, lead, why
     top = by_name.get(diagnosis.top) if diagnosis.top else None
     if top is not None and top.status != "refuted":
