@@ -204,3 +204,18 @@ def test_samples_mixed_sees_a_reshape_that_mixes_samples_not_batch_norm():
     assert checks.samples_mixed(replace(_tiny_parts(), loss=nn.functional.cross_entropy)) == 0.0
     assert _judge("shuffled_labels", {"gain[overfit_batch]": BETTER, "gain[labels_permuted]": UNMOVED,
                                       "samples_mixed": 1.0}).status == "refuted"
+
+
+def test_lr_decayed_sees_a_schedule_that_decays_early_not_one_that_decays():
+    """The check behind lr_decayed_too_early: schedules written for the run (cosine, a
+    /10 step at a third, the zoo's x0.3 every third) are not early; a per-epoch
+    schedule stepped every batch (/10 every 10 or 30 of 300 steps) is."""
+    import numpy as np
+    import pandas as pd
+
+    t = np.arange(300)
+    def early(lr):
+        return ex.lr_decayed(pd.DataFrame({"lr": lr}))
+    assert early(0.5 * (1 + np.cos(np.pi * t / 300))) == 0
+    assert early(0.1 ** (t // 100)) == 0 == early(0.3 ** (t // 100)) == early(np.ones(300))
+    assert early(0.1 ** (t // 10)) == 1 == early(0.1 ** (t // 30))
