@@ -39,8 +39,16 @@ def children(pid: int) -> set[int]:
 
 
 def start_verify(*args):
+    """`failurelab verify` as a terminal starts it: with Ctrl-C's default action even
+    where this test runs in the background (a shell's `cmd &` starts it with SIGINT
+    ignored, which a child inherits and Python then leaves ignored)."""
     return subprocess.Popen([sys.executable, "-m", "failurelab", "verify", *args], env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_ctrl_c)
+
+
+def _default_ctrl_c() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def read_until(process, marker: str, lines: list[str]) -> None:
