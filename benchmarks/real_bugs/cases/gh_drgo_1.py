@@ -58,7 +58,9 @@ class MLP(nn.Module):
         self.drop = nn.Dropout(0.5)
 
     def cut(self, h):
-        return h.detach() if self.detach else h  # BUG: h.detach() / FIX: h
+        if self.detach:
+            return h.detach()  # BUG: layer(h.detach()), torch.tanh(h.detach())
+        return h  # FIX: layer(h), torch.tanh(h)
 
     def forward(self, batch):
         x, t = batch[:, :DIM], batch[:, DIM]

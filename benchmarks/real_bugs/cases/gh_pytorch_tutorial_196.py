@@ -39,8 +39,9 @@ SEQ, INPUT, HIDDEN, LAYERS, CLASSES = 28, 28, 128, 1, 10
 class RNN(nn.Module):
     def __init__(self, batch_first: bool):
         super().__init__()
-        self.lstm = nn.LSTM(INPUT, HIDDEN, LAYERS,
-                            batch_first=batch_first)  # BUG: False / FIX: True
+        # BUG: batch_first=False with (batch, seq, input) images
+        # FIX: batch_first=True, the tutorial's setting
+        self.lstm = nn.LSTM(INPUT, HIDDEN, LAYERS, batch_first=batch_first)
         self.fc = nn.Linear(HIDDEN, CLASSES)
 
     def forward(self, x):
