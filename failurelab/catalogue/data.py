@@ -292,6 +292,10 @@ NO_SHUFFLE = Fault(
     edit=(Set("shuffle", False),),
     repair=(Set("shuffle", True),),
     probe=(Scale("lr", 0.1),),
+    # On a user's loop: re-deal the same samples across the batches at random, and the
+    # batches that held one class now hold them all (the premise, seen in the batches).
+    confirm=((O("gain[reshuffled]", "better"), O("batches_one_class", "present")),),
+    refute=(O("batches_one_class", "absent"),),
     signature=Signature((
         C("label_purity_median", ">=", 0.99, "median share of the batch's main class",
           "a shuffled batch of 64 from 3 balanced classes is ~40% one class; 99% "
