@@ -163,10 +163,10 @@ def targets_shaped(parts: Parts) -> Parts | None:
     distinct = _distinct(parts.batches)
     new = {}
     for b in distinct:
-        y = parts.targets(b)
-        if not isinstance(y, torch.Tensor):
+        x, y = parts.inputs(b), parts.targets(b)
+        if not isinstance(y, torch.Tensor) or not isinstance(x, torch.Tensor) or not shape:
             continue
-        rows = (len(y), *shape[1:]) if y.dim() else shape  # this batch's output shape
+        rows = (len(x), *shape[1:])  # this batch's output shape: one row per sample
         if checks.misshaped(y, rows):
             new[id(b)] = parts.with_targets(b, y.reshape(rows))
     if not new:

@@ -32,6 +32,8 @@ class Flow:
     trainable: int = 0
     without_grad: list[str] = field(default_factory=list)
     not_optimized: list[str] = field(default_factory=list)
+    unregistered: list[str] = field(default_factory=list)  # tensors that ask for a
+    #   gradient but are no parameter: model.parameters() never lists them
     error: str | None = None
 
 
@@ -213,8 +215,23 @@ def gradient_flow(parts: Parts) -> Flow:
     return flow
 
 
+def unregistered(model: torch.nn.Module) -> list[str]:
+    """Names of the leaf tensors a module keeps as plain attributes that require a
+    gradient: `self.w = torch.randn(...).requires_grad_()` in place of nn.Parameter.
+    No optimizer built from `model.parameters()` holds them, so they never train;
+    parameters and buffers are registered elsewhere and never show here."""
+    found = []
+    for prefix, module in model.named_modules():
+        for name, value in vars(module).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter) \
+                    and value.requires_grad and value.is_leaf:
+                found.append(f"{prefix}.{name}" if prefix else name)
+    return found
+
+
 def _one_step(parts: Parts, flow: Flow) -> None:
     model, optimizer, _ = build(parts)
+    flow.unregistered = unregistered(model)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if not named:
         return

@@ -186,7 +186,8 @@ def assemble(measured, passive, hyps, runs, flow, faults, notes, lang) -> Invest
     top, confidence, deciding, why = verdict.decide(judgements, passive, bool(reproducible),
                                                     helped)
     confidence = healthy_confidence(passive, top, judgements, reproducible) or confidence
-    if top is None and confidence == "high" and flow is not None and flow.without_grad:
+    if top is None and confidence == "high" and flow is not None and (
+            flow.without_grad or flow.unregistered):
         confidence = "medium"  # healthy-looking, but part of the model never learns
     for name, r in runs.items():
         if r.error:
