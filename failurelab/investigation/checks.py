@@ -377,11 +377,14 @@ def targets_misshaped(parts: Parts) -> float:
     return float(misshaped(y, shape))
 
 
-def batches_one_class(parts: Parts, limit: float) -> float:
+def batches_one_class(parts: Parts, limit: float, seed: int = 4321) -> float:
     """1 when the median distinct training batch gives `limit` or more of its samples
-    to one class (class labels: integer targets of one dimension, 16 samples or more,
-    as the label-purity quantity reads them), 0 below; NaN for other targets."""
-    shares = []
+    to one class while the same labels dealt into batches of the same sizes at random
+    (a fixed generator) would not: the order made the batches pure, not the data's own
+    imbalance (95% of one class fills many a batch of 16 by chance).  0 otherwise; NaN
+    for targets that are not class labels (integers, one dimension, batches of 16 or
+    more, as the label-purity quantity reads them)."""
+    ys = []
     for batch in _distinct(parts.batches):
         try:
             y = parts.targets(batch)
@@ -390,10 +393,18 @@ def batches_one_class(parts: Parts, limit: float) -> float:
         if not isinstance(y, torch.Tensor) or y.dim() != 1 or y.is_floating_point() \
                 or len(y) < 16:
             return math.nan
-        shares.append(float(torch.bincount(y.long() - y.min()).max()) / len(y))
-    if not shares:
+        ys.append(y.long())
+    if not ys:
         return math.nan
-    return float(sorted(shares)[len(shares) // 2] >= limit)
+    joined = torch.cat(ys)
+    dealt = joined[torch.randperm(len(joined), generator=torch.Generator().manual_seed(seed))]
+    random = dealt.split([len(y) for y in ys])
+    return float(_median_purity(ys) >= limit > _median_purity(random))
+
+
+def _median_purity(batches) -> float:
+    shares = sorted(float(torch.bincount(y - y.min()).max()) / len(y) for y in batches)
+    return shares[len(shares) // 2]
 
 
 def steps_in_eval(history: pd.DataFrame, limit: float, share) -> float:

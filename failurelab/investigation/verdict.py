@@ -45,7 +45,7 @@ class Judgement:
 # Premises that, measured before any arm runs, propose their causes even on a curve that
 # looks healthy (a run on raw pixels may still converge): healthy loops show none of them.
 PROPOSING = ("inputs_unscaled", "weights_above_default", "weights_below_default",
-             "nonfinite_inputs")
+             "nonfinite_inputs", "batches_one_class")
 
 
 def hypotheses(diagnosis, faults: dict, premises: dict | None = None) -> list[Hypothesis]:
