@@ -423,3 +423,45 @@ def test_an_unconfirmed_passive_cause_never_becomes_a_confident_healthy():
     assert healthy_confidence(clean, None, [], True) == "high"
     assert healthy_confidence(clean, None, [], False) == "medium"
     assert healthy_confidence(SimpleNamespace(shape="plateau", top=None), None, [], True) is None
+
+
+def _mse_step(model, optimizer, batch):
+    x, y = batch
+    optimizer.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def _regressor():
+    return nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 1))
+
+
+def _regression_parts(batches):
+    return dict(model=_regressor, optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=1e-2),
+                batches=batches, step=_mse_step, loss=nn.functional.mse_loss, steps=STEPS, seed=0)
+
+
+def test_a_broadcast_pair_is_target_broadcast_and_one_target_per_batch_is_not():
+    """(B,) targets against (B, 1) outputs: the check sees the pair and giving the targets
+    the output's shape confirms it.  One sample's target for the whole batch (a collate
+    bug) broadcasts too, but no reshape can pair outputs with targets they never had:
+    target_broadcast is refuted there, however alike the curves."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        flat = _investigate(**_regression_parts(_regression()))
+        one = _investigate(**_regression_parts([(x, y[:1]) for x, y in _regression()]))
+    assert flat.top == "target_broadcast" and flat.effects["gain[targets_shaped]"] > ex.CLEAR
+    assert one.top != "target_broadcast" and one.effects["targets_misshaped"] == 0.0
+
+
+def test_batches_sorted_by_class_are_named_no_shuffle():
+    data = _data(n=768)
+    x, y = torch.cat([b[0] for b in data]), torch.cat([b[1] for b in data])
+    order = y.argsort(stable=True)
+    ordered = [(x[order][i:i + 32], y[order][i:i + 32]) for i in range(0, len(y), 32)]
+    inv = _investigate(**{**_parts(), "batches": ordered})
+    assert inv.top == "no_shuffle" and inv.effects["batches_one_class"] == 1.0
