@@ -13,7 +13,9 @@ their passive reading is the investigation's own diagnosis of its baseline run.
 
 Right: a catalogue fault named top-1; a healthy control called healthy (passive: no
 cause and a healthy shape; active: no cause, confidence not low); a failure outside
-the catalogue given no cause.  Confident-wrong: a wrong answer at high confidence.
+the catalogue given no cause.  Confident-wrong: a wrong answer at medium or high
+confidence (a cause named, or "healthy" said, that a reader would act on); the headline
+also counts wrong causes named at medium or high apart.
 Confirmed: a named cause that one of the investigation's experiments confirmed (not a
 passive reading kept untested).
 
@@ -48,6 +50,7 @@ from failurelab import zoo
 from failurelab.zoo.contract import parts as zoo_parts
 
 OUTSIDE = "outside loops"  # the family name of the outside-catalogue loops and controls
+CONFIDENT = ("medium", "high")  # the confidences a reader acts on
 MARK = ("<!-- investigate:start -->", "<!-- investigate:end -->")
 
 
@@ -160,7 +163,9 @@ def family_counts(rows) -> dict:
         for side in ("passive", "active"):
             ok = right(r["expected"], r[f"{side}_top"], r[f"{side}_healthy"])
             c[f"{side}_{kind}_right"] += ok
-            c[f"{side}_conf_wrong"] += (not ok) and r[f"{side}_confidence"] == "high"
+            confident = r[f"{side}_confidence"] in CONFIDENT
+            c[f"{side}_conf_wrong"] += (not ok) and confident
+            c[f"{side}_conf_wrong_cause"] += (not ok) and confident and r[f"{side}_top"] is not None
             c[f"{side}_outside_named"] += kind == "outside" and r[f"{side}_top"] is not None
     return per
 
@@ -257,10 +262,13 @@ def headline(rows) -> str:
             f"{c['healthy'] - c['passive_healthy_right']}/{c['healthy']}, active "
             f"{c['healthy'] - c['active_healthy_right']}/{c['healthy']}; outside given a cause: "
             f"passive {c['passive_outside_named']}/{c['outside']}, active "
-            f"{c['active_outside_named']}/{c['outside']}; confident-wrong: passive "
-            f"{c['passive_conf_wrong']}/{c['n']}, active {c['active_conf_wrong']}/{c['n']}; "
-            f"named causes an experiment confirmed {_pct(sum(r['confirmed'] for r in named), len(named))}; "
-            f"{c['seconds'] / max(c['n'], 1):.0f} s per investigation")
+            f"{c['active_outside_named']}/{c['outside']}; confident-wrong (medium/high): "
+            f"passive {c['passive_conf_wrong']}/{c['n']}, active {c['active_conf_wrong']}/{c['n']}, "
+            f"of them a wrong cause named: passive {c['passive_conf_wrong_cause']}, active "
+            f"{c['active_conf_wrong_cause']}; named causes an experiment confirmed "
+            f"{_pct(sum(r['confirmed'] for r in named), len(named))}; "
+            f"{c['seconds'] / max(c['n'], 1):.0f} s per investigation, the longest "
+            f"{max((r['seconds'] for r in rows), default=0):.0f} s")
 
 
 def print_report(rows) -> None:

@@ -294,6 +294,112 @@ def _seq_first_flatten(fixed: bool) -> dict:
                 val_batches=[(X[N_TRAIN:], y[N_TRAIN:])], steps=STEPS)
 
 
+# --- nll_on_logits: NLLLoss handed raw logits (the log_softmax forgotten) ---------------
+
+def _blobs(g, d=10, classes=4):
+    n = N_TRAIN + N_VAL
+    centres = 1.5 * torch.randn(classes, d, generator=g)
+    y = torch.randint(0, classes, (n,), generator=g)
+    return centres[y] + torch.randn(n, d, generator=g), y
+
+
+def _classifier(d_in=10, classes=4, hidden=64):
+    return nn.Sequential(nn.Linear(d_in, hidden), nn.BatchNorm1d(hidden), nn.ReLU(),
+                         nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, classes))
+
+
+def _nll(fixed: bool, logits, labels):
+    """NLLLoss expects log-probabilities; the buggy loop hands it the raw logits: the
+    loss is minus the true class's logit, which falls without bound as that logit
+    grows (nothing pushes the other classes' logits down)."""
+    return F.nll_loss(F.log_softmax(logits, -1) if fixed else logits, labels)  # BUG
+
+
+def _nll_on_logits(fixed: bool) -> dict:
+    X, y = _blobs(_gen("nll_on_logits"))
+    loss = partial(_nll, fixed)
+    return dict(model=_classifier, optimizer=partial(_optimizer, torch.optim.SGD, 0.05,
+                                                     momentum=0.9),
+                batches=_batches(X[:N_TRAIN], y[:N_TRAIN]), step=partial(_plain_step, loss),
+                loss=loss, val_batches=[(X[N_TRAIN:], y[N_TRAIN:])], steps=STEPS)
+
+
+# --- softmax_over_batch: per-token log-probabilities normalised over the batch ----------
+
+class BatchSoftmaxTagger(nn.Module):
+    """Embedding -> GRU -> per-token log-probabilities, (B, T, tags).  The buggy
+    version normalises over dim 0, the batch, as nn.LogSoftmax() without a dim does
+    for a 3-d input: each sample's probabilities depend on the other samples."""
+
+    def __init__(self, fixed: bool):
+        super().__init__()
+        self.embed = nn.Embedding(20, 16)
+        self.gru = nn.GRU(16, 32, batch_first=True)
+        self.out = nn.Linear(32, 4)
+        self.log_probs = nn.LogSoftmax(dim=-1 if fixed else 0)  # BUG: dim 0 is the batch
+
+    def forward(self, tokens):
+        return self.log_probs(self.out(self.gru(self.embed(tokens))[0]))
+
+
+def _token_nll(log_probs, tags):
+    return F.nll_loss(log_probs.reshape(-1, log_probs.shape[-1]), tags.reshape(-1))
+
+
+def _softmax_over_batch(fixed: bool) -> dict:
+    X, y = _tagged(_gen("softmax_over_batch"))
+    return dict(model=partial(BatchSoftmaxTagger, fixed),
+                optimizer=partial(_optimizer, torch.optim.Adam, 1e-2),
+                batches=_batches(X[:N_TRAIN], y[:N_TRAIN]), step=partial(_plain_step, _token_nll),
+                loss=_token_nll, val_batches=[(X[N_TRAIN:], y[N_TRAIN:])], steps=STEPS)
+
+
+def _score_tags(model, val_batches):
+    """Token cross-entropy of the model's outputs read as tag scores (log-softmax over
+    the tags), one sentence at a time, as a deployed tagger reads them: the fixed
+    model's output already is that; the buggy one normalised each score against the
+    other sentences of its batch, and alone it has none (every score 0: uniform)."""
+    singles = [(x[i:i + 1], y[i:i + 1]) for x, y in val_batches for i in range(len(x))]
+    return _held_out(lambda out, tags: F.cross_entropy(out.reshape(-1, out.shape[-1]),
+                                                       tags.reshape(-1)), model, singles)
+
+
+# --- unregistered_weight: a projection kept as a plain tensor, never a Parameter -------
+
+class Projected(nn.Module):
+    """A learned input projection and an MLP head.  The buggy version keeps the
+    projection as a tensor with requires_grad (torch.randn(...).requires_grad_()), not
+    an nn.Parameter: model.parameters() never lists it, so no optimizer updates it and
+    the model trains on a random projection to fewer dimensions."""
+
+    def __init__(self, fixed: bool, d_in=16, d_proj=4):
+        super().__init__()
+        weight = torch.randn(d_in, d_proj) / math.sqrt(d_in)
+        if fixed:
+            self.proj = nn.Parameter(weight)
+        else:
+            self.proj = weight.requires_grad_()  # BUG: not registered
+        self.head = _mlp(d_in=d_proj)
+
+    def forward(self, x):
+        return self.head(x @ self.proj)
+
+
+def _wide_regression(g, d=16):
+    n = N_TRAIN + N_VAL
+    X = torch.randn(n, d, generator=g)
+    w = torch.randn(d, 1, generator=g) / math.sqrt(d)
+    y = torch.tanh(1.5 * X @ w) + 0.05 * torch.randn(n, 1, generator=g)
+    return X, (y - y.mean()) / y.std()
+
+
+def _unregistered_weight(fixed: bool) -> dict:
+    X, y = _wide_regression(_gen("unregistered_weight"))
+    return dict(model=partial(Projected, fixed), optimizer=partial(_optimizer, torch.optim.Adam, 3e-3),
+                batches=_batches(X[:N_TRAIN], y[:N_TRAIN]), step=partial(_plain_step, F.mse_loss),
+                loss=F.mse_loss, val_batches=[(X[N_TRAIN:], y[N_TRAIN:])], steps=STEPS)
+
+
 def _score(loss_fn, model, val_batches):
     return _held_out(loss_fn, model, val_batches)
 
@@ -319,6 +425,15 @@ LOOPS = {o.name: o for o in (
     Outside("seq_first_flatten", "a seq-first GRU's (T, B, H) states flattened with "
             "view(B, -1): each row mixes several samples", _seq_first_flatten,
             partial(_score, F.cross_entropy)),
+    Outside("nll_on_logits", "NLLLoss handed raw logits (log_softmax forgotten): the loss "
+            "is minus the true logit, unbounded below", _nll_on_logits,
+            partial(_score, F.cross_entropy)),
+    Outside("softmax_over_batch", "per-token LogSoftmax over dim 0, the batch (a 3-d "
+            "input's implicit dim): each sample normalised against the others",
+            _softmax_over_batch, _score_tags),
+    Outside("unregistered_weight", "a projection kept as a tensor with requires_grad, not "
+            "an nn.Parameter: never in model.parameters(), never trained",
+            _unregistered_weight, partial(_score, F.mse_loss)),
 )}
 
 

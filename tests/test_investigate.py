@@ -166,6 +166,104 @@ def test_the_reference_step_changes_the_step_only(base):
     assert arms.ARMS["reference_step"].apply(make_parts(**{**_parts(), "loss": None})) is None
 
 
+def _regression(n=256, d=8, flat=True):
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(n, d, generator=g)
+    y = X[:, :1] * 2 + X[:, 1:2]
+    return [(X[i:i + 32], y[i:i + 32].flatten() if flat else y[i:i + 32])
+            for i in range(0, n, 32)]
+
+
+def test_shaping_the_targets_changes_their_shape_only():
+    flat = make_parts(**{**_parts(), "model": lambda: nn.Linear(8, 1), "batches": _regression(),
+                         "loss": nn.functional.mse_loss})
+    arm = arms.ARMS["targets_shaped"].apply(flat)
+    assert _fields_changed(flat, arm) == {"batches"}
+    assert _same_batches([(x,) for x, _ in flat.batches], [(x,) for x, _ in arm.batches])
+    assert all(y1.shape == (len(y0), 1) and torch.equal(y1.flatten(), y0)
+               for (_, y0), (_, y1) in zip(flat.batches, arm.batches, strict=True))
+    assert _same_state(_initial_state(flat)[0], _initial_state(arm)[0])
+    # the shapes already agree, or the targets hold other entries: nothing to change
+    assert arms.ARMS["targets_shaped"].apply(base_parts_of(_regression(flat=False))) is None
+    one_target = [(x, y[:1]) for x, y in _regression()]  # a collate that keeps one target
+    assert arms.ARMS["targets_shaped"].apply(base_parts_of(one_target)) is None
+
+
+def base_parts_of(batches):
+    return make_parts(**{**_parts(), "model": lambda: nn.Linear(8, 1), "batches": batches})
+
+
+class _ReusedRelu(nn.Module):
+    """The body's ReLU module called once more on the logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner, self.relu, self.head = nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.relu(self.head(self.relu(self.inner(x))))
+
+
+def test_passing_the_output_activation_by_changes_the_last_call_only(base):
+    reused = make_parts(**{**_parts(), "model": _ReusedRelu})
+    arm = arms.ARMS["output_identity"].apply(reused)
+    assert _fields_changed(reused, arm) == {"make_model"}
+    assert _same_state(_initial_state(reused)[0], _initial_state(arm)[0])
+    x = reused.batches[0][0]
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = arm.make_model()
+    logits = model.head(torch.relu(model.inner(x)))  # the hidden ReLU still applies
+    assert torch.equal(model(x), logits) and bool((logits < 0).any())
+    assert arms.ARMS["output_identity"].apply(base) is None  # the MLP ends in Linear
+
+
+def test_re_dealing_the_samples_changes_which_share_a_batch_only(base):
+    arm = arms.ARMS["reshuffled"].apply(base)
+    assert _fields_changed(base, arm) == {"batches"}
+    assert [len(x) for x, _ in arm.batches] == [len(x) for x, _ in base.batches]
+
+    def rows(batches):
+        return torch.cat([torch.cat([x, y[:, None].float()], 1) for x, y in batches])
+    before, after = rows(base.batches), rows(arm.batches)
+    assert not torch.equal(before, after)
+    # every sample once, with its own label: the same rows, in another order
+    assert torch.equal(before[before[:, 0].argsort()], after[after[:, 0].argsort()])
+    assert _same_state(_initial_state(base)[0], _initial_state(arm)[0])
+
+
+def test_training_mode_changes_the_mode_of_gradient_taking_passes_only(base):
+    arm = arms.ARMS["train_mode"].apply(base)
+    assert _fields_changed(base, arm) == {"make_model"}
+    assert _same_state(_initial_state(base)[0], _initial_state(arm)[0])
+    model = arm.make_model().eval()
+    with torch.no_grad():
+        model(base.batches[0][0])
+    assert not model.training  # validation keeps the mode the loop set
+    model(base.batches[0][0])
+    assert model.training
+
+
+def test_the_premise_checks_see_a_broadcast_pair_and_one_class_batches():
+    from failurelab.investigation import checks
+
+    assert checks.targets_misshaped(base_parts_of(_regression())) == 1.0
+    assert checks.targets_misshaped(base_parts_of(_regression(flat=False))) == 0.0
+    assert checks.targets_misshaped(base_parts_of([(x, y[:1]) for x, y in _regression()])) == 0.0
+    data = _data()
+    x = torch.cat([b[0] for b in data])
+    y = torch.cat([b[1] for b in data])
+    order = y.argsort(stable=True)
+    ordered = [(x[order][i:i + 32], y[order][i:i + 32]) for i in range(0, len(y), 32)]
+    assert checks.batches_one_class(make_parts(**{**_parts(), "batches": ordered}), 0.99) == 1.0
+    assert checks.batches_one_class(make_parts(**_parts()), 0.99) == 0.0
+    relu_out = make_parts(**{**_parts(), "model": _ReusedRelu})
+    assert checks.output_kind(relu_out) == (1.0, 0.0)
+    probs = make_parts(**{**_parts(), "model": lambda: nn.Sequential(_mlp(), nn.Softmax(-1))})
+    assert checks.output_kind(probs) == (0.0, 1.0)
+    assert checks.output_kind(make_parts(**_parts())) == (0.0, 0.0)
+
+
 def test_the_same_seed_gives_a_bitwise_identical_history(base):
     a, b = runner.run_arm(base, "baseline"), runner.run_arm(base, "repeat")
     assert len(a.history) == STEPS
@@ -325,3 +423,45 @@ def test_an_unconfirmed_passive_cause_never_becomes_a_confident_healthy():
     assert healthy_confidence(clean, None, [], True) == "high"
     assert healthy_confidence(clean, None, [], False) == "medium"
     assert healthy_confidence(SimpleNamespace(shape="plateau", top=None), None, [], True) is None
+
+
+def _mse_step(model, optimizer, batch):
+    x, y = batch
+    optimizer.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def _regressor():
+    return nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 1))
+
+
+def _regression_parts(batches):
+    return dict(model=_regressor, optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=1e-2),
+                batches=batches, step=_mse_step, loss=nn.functional.mse_loss, steps=STEPS, seed=0)
+
+
+def test_a_broadcast_pair_is_target_broadcast_and_one_target_per_batch_is_not():
+    """(B,) targets against (B, 1) outputs: the check sees the pair and giving the targets
+    the output's shape confirms it.  One sample's target for the whole batch (a collate
+    bug) broadcasts too, but no reshape can pair outputs with targets they never had:
+    target_broadcast is refuted there, however alike the curves."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        flat = _investigate(**_regression_parts(_regression()))
+        one = _investigate(**_regression_parts([(x, y[:1]) for x, y in _regression()]))
+    assert flat.top == "target_broadcast" and flat.effects["gain[targets_shaped]"] > ex.CLEAR
+    assert one.top != "target_broadcast" and one.effects["targets_misshaped"] == 0.0
+
+
+def test_batches_sorted_by_class_are_named_no_shuffle():
+    data = _data(n=768)
+    x, y = torch.cat([b[0] for b in data]), torch.cat([b[1] for b in data])
+    order = y.argsort(stable=True)
+    ordered = [(x[order][i:i + 32], y[order][i:i + 32]) for i in range(0, len(y), 32)]
+    inv = _investigate(**{**_parts(), "batches": ordered})
+    assert inv.top == "no_shuffle" and inv.effects["batches_one_class"] == 1.0

@@ -309,8 +309,10 @@ OUTPUT_ACTIVATION_MISMATCH = Fault(
     edit=(Set("output", "relu"),),
     repair=(Set("output", "logits"),),
     probe=(Set("output", "logits"),),
-    # No arm of `investigate` changes the output's activation; one that replaced the
-    # module producing the output by the identity would tell (gain[...] better).
+    # The arm that passes the output's activation module by (the model ends in its
+    # last Linear layer) confirms it where that module is a rectifier or squashing one;
+    # a probability (softmax, sigmoid) there is wrong_loss's; a run that needed the
+    # activation (a loss that takes probabilities) refutes it.
     # A softmax over one unit outputs exactly 1, a row that is also a probability
     # distribution: wrong_loss's evidence, made by this mechanism; and where the ReLU
     # shuts every class unit for every sample, no gradient is left at all (seed 9 of the
@@ -318,6 +320,8 @@ OUTPUT_ACTIVATION_MISMATCH = Fault(
     # A model whose output cannot reach its targets learns nothing, which shuffled
     # labels' route reads too (so_48221692: the training loss above the validation loss
     # by the two splits' target spread alone).
+    confirm=((O("gain[output_identity]", "better"), O("output_activation", "present")),),
+    refute=(O("gain[output_identity]", "worse"),),
     explains=("wrong_loss", "zero_grad_misplaced", "shuffled_labels"),
     signature=Signature((
         C("output_relu_share", ">=", 0.3, "share of steps whose output is a ReLU's output",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..basics.recipes import Set
+from ..evidence.experiments import Outcome as O
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
 from .fault import Chinese, Fault
@@ -80,6 +81,12 @@ TRAIN_MODE_NOT_RESTORED = Fault(
     edit=(Set("restore_train_mode", False),),
     repair=(Set("restore_train_mode", True),),
     probe=(Set("eval_mode", False),),
+    # On a user's loop: training mode before every forward pass that takes gradients.
+    # The mode changes the outcome either way (dropout on again raises the training
+    # loss; BatchNorm on the batch's statistics may rescue a diverging run), so the
+    # effect must be a change beyond the spread, with the steps in eval mode seen.
+    confirm=((O("gain[train_mode]", "changed"), O("steps_in_eval", "present")),),
+    refute=(O("steps_in_eval", "absent"),),
     signature=Signature((
         C("eval_mode_share", ">=", 0.1, "share of optimizer steps taken in eval mode",
           "a loop that trains in training mode takes none (exactly 0); a mode lost at one "

@@ -166,6 +166,11 @@ WRONG_LOSS = Fault(
     edit=(Set("output", "softmax"),),
     repair=(Set("output", "logits"),),
     probe=(Scale("steps", 3),),
+    # Passing the output's softmax (sigmoid) module by gives the loss the logits it
+    # expects: the loss falls below the floor. Written into the loss instead, the arm
+    # does not apply and the passive reading stands.
+    confirm=((O("gain[output_identity]", "better"), O("output_probabilities", "present")),),
+    refute=(O("gain[output_identity]", "worse"),),
     # probabilities used as logits hold the loss above log(1 + (K-1)/e): half of ln K for
     # K = 3, but 84% of it over a vocabulary of 512, where the loss barely moves and
     # reads as "nothing is learned", shuffled labels' route: that reading is this
@@ -677,11 +682,13 @@ TARGET_BROADCAST = Fault(
     edit=(Set("target", "value"), Set("target_shape", "flat")),
     repair=(Set("target_shape", "matched"),),
     probe=(Set("n_train", 64),),
-    # No arm of `investigate` tells it yet: permuting the labels changes nothing here,
-    # nor on a loop that learns nothing for another reason, so `gain[labels_permuted]`
-    # worse could only refute it. An arm that gives the targets the output's shape where
-    # they hold as many entries (coursia's and FARM's fix, as an experiment) would
-    # confirm it: better here, not applicable where the shapes already agree.
+    # Its mechanism is a pair of shapes, (B,) targets against (B, 1) outputs: the check
+    # sees it, and the arm that gives the targets the output's shape (the fix, as an
+    # experiment) confirms it. Targets that hold other entries (one sample's target
+    # for the whole batch, a reshape that mixes samples) are not this cause, however
+    # alike the curves: no shapes to reconcile refutes it.
+    confirm=((O("gain[targets_shaped]", "better"), O("targets_misshaped", "present")),),
+    refute=(O("targets_misshaped", "absent"), O("gain[targets_shaped]", "worse")),
     fixed_accuracy=0.9,
     signature=Signature((
         C("target_share", "<=", 1e-3, "share of the output gradient the output does "

@@ -27,7 +27,15 @@ signatures read:
   inputs as val_not_normalized's signature asks, in training standard deviations: a
   different preparation or population, not sampling noise), and `samples_mixed` (1
   when a fresh model's outputs for the other samples of a batch move as one sample
-  changes: a reshape that mixes samples; no catalogue fault has that mechanism).
+  changes: a reshape that mixes samples; no catalogue fault has that mechanism),
+  `targets_misshaped` (1 when the targets hold the output's entries in another shape
+  that only size-1 dimensions tell apart, (B,) against (B, 1): the pair an elementwise
+  loss broadcasts to (B, B)), `output_activation` / `output_probabilities` (1 when the
+  model's output is the output of an activation module: a rectifier or squashing
+  function such as ReLU or Tanh / a softmax or sigmoid, probabilities),
+  `batches_one_class` (1 when the median batch holds one class: no_shuffle's own
+  threshold), and `steps_in_eval` (1 when the baseline took as large a share of its
+  steps in eval mode as train_mode_not_restored's signature asks).
 
 A route's check is the *premise* of its cause (the mechanism, observed): an arm such
 as standardised inputs or a re-initialisation helps many broken runs, so by itself it
@@ -49,11 +57,13 @@ from .quantities import loss_start, nonfinite_losses
 
 # The arms whose effect is a gain, by the short name the outcomes use.
 GAIN_ARMS = ("lr/10", "lr*10", "lr*100", "overfit_batch", "labels_permuted", "inputs_standardised",
-             "float32", "reinit_defaults", "reference_step")
+             "float32", "reinit_defaults", "reference_step", "targets_shaped",
+             "output_identity", "reshuffled", "train_mode")
 CHECKS = ("nonfinite_inputs", "no_grad_at_step", "grad_not_optimized", "grads_carried",
           "lr_decayed", "dead_units", "saturated_units", "inputs_unscaled",
           "weights_above_default", "weights_below_default", "val_inputs_shifted",
-          "samples_mixed")
+          "samples_mixed", "targets_misshaped", "output_activation", "output_probabilities",
+          "batches_one_class", "steps_in_eval")
 EFFECTS = tuple(f"gain[{arm}]" for arm in GAIN_ARMS) + CHECKS
 
 # "Clearly" better or worse: the arm's final loss differs from the baseline's by more
@@ -75,7 +85,7 @@ FLOOR = 0.05
 INIT_OFF = 4.0
 LATE = 0.2  # the final loss is the mean of the last 20% of the steps (as `loss_end`)
 
-EXPECTS = ("better", "worse", "unchanged", "not_worse", "present", "absent", "all")
+EXPECTS = ("better", "worse", "changed", "unchanged", "not_worse", "present", "absent", "all")
 
 
 @dataclass(frozen=True)
@@ -84,7 +94,8 @@ class Outcome:
     it is expected to show."""
 
     effect: str
-    expect: str  # better | worse | unchanged | not_worse (gains); present | absent | all
+    expect: str  # better | worse | changed | unchanged | not_worse (gains); present |
+    #              absent | all (checks)
 
     def __post_init__(self):
         if self.effect not in EFFECTS:
@@ -101,7 +112,7 @@ class Outcome:
         """Does the measured value show it?  None when it was not measured."""
         if value is None or (isinstance(value, float) and math.isnan(value)):
             return None
-        return {"better": value > CLEAR, "worse": value < -CLEAR,
+        return {"better": value > CLEAR, "worse": value < -CLEAR, "changed": abs(value) > CLEAR,
                 "unchanged": abs(value) < SAME, "not_worse": value > -SAME,
                 "present": value > 0, "absent": value == 0, "all": value >= 1}[self.expect]
 

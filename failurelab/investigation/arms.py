@@ -16,9 +16,11 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..basics.text import Text
+from . import checks
 from .parts import Parts
 
 PERMUTE_SEED = 1234  # the fixed generator that permutes the labels
+DEAL_SEED = 4321  # the fixed generator that re-deals the samples across the batches
 RESEED = (1, 2)  # the reseeded arms' offsets from the baseline's seed
 LR_KEYS = ("lr", "initial_lr", "max_lr", "min_lr")  # a param group's rates (OneCycleLR's too)
 
@@ -151,6 +153,113 @@ def reference_step(parts: Parts) -> Parts | None:
     return replace(parts, step=step)
 
 
+def targets_shaped(parts: Parts) -> Parts | None:
+    """The targets given the model's output shape where they hold its entries in a
+    shape only size-1 dimensions tell apart ((B,) -> (B, 1)); None when no batch's
+    targets are such (nothing to change) or the batch cannot be rewritten."""
+    shape = checks.output_shape(parts)
+    if parts.with_targets is None or shape is None:
+        return None
+    distinct = _distinct(parts.batches)
+    new = {}
+    for b in distinct:
+        x, y = parts.inputs(b), parts.targets(b)
+        if not isinstance(y, torch.Tensor) or not isinstance(x, torch.Tensor) or not shape:
+            continue
+        rows = (len(x), *shape[1:])  # this batch's output shape: one row per sample
+        if checks.misshaped(y, rows):
+            new[id(b)] = parts.with_targets(b, y.reshape(rows))
+    if not new:
+        return None
+    return replace(parts, batches=tuple(new.get(id(b), b) for b in parts.batches))
+
+
+def output_identity(parts: Parts) -> Parts | None:
+    """The activation module that makes the model's output passed by at that call (its
+    input returned): the model ends in the layer before it, every other use of the
+    same module untouched.  None when no activation module makes the output."""
+    maker = checks.output_maker(parts)
+    if maker is None:
+        return None
+    make = parts.make_model
+
+    def made():
+        model = make()
+        _bypass(model, maker.name, maker.call)
+        return model
+    return replace(parts, make_model=made)
+
+
+def _bypass(model, name: str, call: int) -> None:
+    """Make call number `call` (per forward pass of `model`) of module `name` return
+    its input."""
+    seen = [0]
+
+    def restart(module, args):
+        seen[0] = 0
+
+    def skip(module, args, output):
+        seen[0] += 1
+        if seen[0] - 1 == call and args and isinstance(args[0], torch.Tensor):
+            return args[0]
+        return None
+    model.register_forward_pre_hook(restart)
+    model.get_submodule(name).register_forward_hook(skip)
+
+
+def reshuffled(parts: Parts) -> Parts | None:
+    """The samples of every step's batch re-dealt at random across all the steps (a
+    fixed generator), each batch keeping its size: the same samples, as often, in
+    mixed batches.  Batches must be tuples, lists or dicts of tensors with one first
+    dimension (every field of a sample moves with it); None otherwise."""
+    fields = [_sample_fields(b) for b in parts.batches]
+    if any(f is None for f in fields) or len({tuple(k for k, _ in f) for f in fields}) != 1:
+        return None
+    keys = [k for k, _ in fields[0]]
+    sizes = [len(f[0][1]) for f in fields]
+    joined = {k: torch.cat([dict(f)[k] for f in fields]) for k in keys}
+    g = torch.Generator().manual_seed(DEAL_SEED)
+    order = torch.randperm(sum(sizes), generator=g)
+    dealt = {k: v[order].split(sizes) for k, v in joined.items()}
+    batches = tuple(_rebuilt(b, {k: dealt[k][i] for k in keys})
+                    for i, b in enumerate(parts.batches))
+    return replace(parts, batches=batches)
+
+
+def _sample_fields(batch) -> list[tuple] | None:
+    """[(key, tensor)] of a batch whose every field is a tensor of one first dimension."""
+    items = list(batch.items()) if isinstance(batch, dict) else (
+        list(enumerate(batch)) if isinstance(batch, (tuple, list)) else None)
+    if not items or not all(isinstance(v, torch.Tensor) and v.dim() >= 1 for _, v in items):
+        return None
+    return items if len({len(v) for _, v in items}) == 1 else None
+
+
+def _rebuilt(batch, values: dict):
+    if isinstance(batch, dict):
+        return {**batch, **values}
+    rebuilt = [values[i] for i in range(len(batch))]
+    return rebuilt if isinstance(batch, list) else tuple(rebuilt)
+
+
+def train_mode(parts: Parts) -> Parts:
+    """The model put in training mode before every forward pass that takes gradients
+    (a forward pre-hook); passes without gradients, validation, keep the mode the
+    loop set."""
+    make = parts.make_model
+
+    def made():
+        model = make()
+        model.register_forward_pre_hook(_train_when_learning)
+        return model
+    return replace(parts, make_model=made)
+
+
+def _train_when_learning(module, args):
+    if torch.is_grad_enabled() and not module.training:
+        module.train()
+
+
 def _distinct(batches: tuple) -> list:
     """Each batch object once, in order of first use."""
     seen: dict[int, object] = {}
@@ -186,5 +295,15 @@ ARMS = {arm.name: arm for arm in (
         reinit_defaults),
     Arm("reference_step", Text("the step: zero_grad, forward, your loss, backward, step",
                                "训练步：zero_grad、前向、你的损失、反向、step"), reference_step),
+    Arm("targets_shaped", Text("the targets: given the output's shape ((B,) -> (B, 1))",
+                               "目标：改成与输出相同的形状（(B,) -> (B, 1)）"), targets_shaped),
+    Arm("output_identity", Text("the output activation: passed by, the model ends in the "
+                                "layer before it",
+                                "输出激活：跳过它，模型以它前面的那一层结尾"), output_identity),
+    Arm("reshuffled", Text("the batches: the same samples re-dealt at random across the steps",
+                           "批次：同样的样本随机重新分配到各步"), reshuffled),
+    Arm("train_mode", Text("the mode: training mode for every forward pass that takes "
+                           "gradients", "模式：每次需要梯度的前向传播都处于训练模式"),
+        train_mode),
 )}
 SEEDS = ("baseline", "reseed+1", "reseed+2")  # the arms that measure the run-to-run spread

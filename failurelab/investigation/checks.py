@@ -32,6 +32,8 @@ class Flow:
     trainable: int = 0
     without_grad: list[str] = field(default_factory=list)
     not_optimized: list[str] = field(default_factory=list)
+    unregistered: list[str] = field(default_factory=list)  # tensors that ask for a
+    #   gradient but are no parameter: model.parameters() never lists them
     error: str | None = None
 
 
@@ -213,8 +215,23 @@ def gradient_flow(parts: Parts) -> Flow:
     return flow
 
 
+def unregistered(model: torch.nn.Module) -> list[str]:
+    """Names of the leaf tensors a module keeps as plain attributes that require a
+    gradient: `self.w = torch.randn(...).requires_grad_()` in place of nn.Parameter.
+    No optimizer built from `model.parameters()` holds them, so they never train;
+    parameters and buffers are registered elsewhere and never show here."""
+    found = []
+    for prefix, module in model.named_modules():
+        for name, value in vars(module).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter) \
+                    and value.requires_grad and value.is_leaf:
+                found.append(f"{prefix}.{name}" if prefix else name)
+    return found
+
+
 def _one_step(parts: Parts, flow: Flow) -> None:
     model, optimizer, _ = build(parts)
+    flow.unregistered = unregistered(model)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if not named:
         return
@@ -240,3 +257,158 @@ def _one_step(parts: Parts, flow: Flow) -> None:
     flow.no_grad_at_step = len(flow.without_grad) / len(named)
     flow.grad_not_optimized = len(flow.not_optimized) / len(named)
     flow.unchanged = sum(bool(torch.equal(before[n], p.detach())) for n, p in named) / len(named)
+
+
+# --- the model's output and the targets: what the output is made by, what it is paired with
+
+# Activation modules that end a model by mistake: their range is not a logit's (a
+# rectifier clips the negatives a classifier needs, a squashing function bounds them).
+SQUASHING = (torch.nn.ReLU, torch.nn.ReLU6, torch.nn.LeakyReLU, torch.nn.PReLU, torch.nn.ELU,
+             torch.nn.CELU, torch.nn.SELU, torch.nn.GELU, torch.nn.SiLU, torch.nn.Mish,
+             torch.nn.Softplus, torch.nn.Tanh, torch.nn.Hardtanh, torch.nn.Hardswish,
+             torch.nn.Hardsigmoid)
+# Activation modules whose output is a probability (a row of them): a loss that applies
+# softmax or sigmoid itself needs the logits before them.
+PROBABILITIES = (torch.nn.Softmax, torch.nn.Sigmoid, torch.nn.Softmin)
+
+
+@dataclass
+class OutputMaker:
+    """The activation module whose call returned the model's output on the first batch:
+    its name, which of its calls in one forward pass (a module called twice, the body's
+    ReLU reused on the logits, is bypassed at that call only), and its kind."""
+
+    name: str
+    call: int
+    probabilities: bool
+
+
+def output_maker(parts: Parts) -> OutputMaker | None:
+    """Which activation module made the model's output (a fresh model in eval mode,
+    no gradients, the first batch); None when the output is no activation module's
+    output, or the model cannot be run on its inputs alone."""
+    kinds = SQUASHING + PROBABILITIES
+    try:
+        with warnings.catch_warnings(), torch.no_grad(), torch.random.fork_rng():
+            warnings.simplefilter("ignore")
+            torch.manual_seed(parts.seed)
+            model = parts.make_model().eval()
+            calls: list[tuple[str, int, object]] = []
+            counts: dict[str, int] = {}
+            handles = []
+            for name, module in model.named_modules():
+                if isinstance(module, kinds):
+                    handles.append(module.register_forward_hook(_note_call(name, calls, counts)))
+            try:
+                out = _tensors(model(parts.inputs(parts.batches[0])))
+            finally:
+                for h in handles:
+                    h.remove()
+    except Exception:  # noqa: BLE001 - the model needs more than its inputs: not measured
+        return None
+    if len(out) != 1:
+        return None
+    for name, call, output in reversed(calls):
+        if output is out[0]:
+            module = model.get_submodule(name)
+            return OutputMaker(name, call, isinstance(module, PROBABILITIES))
+    return None
+
+
+def _note_call(name: str, calls: list, counts: dict):
+    def hook(module, args, output):
+        calls.append((name, counts.get(name, 0), output))
+        counts[name] = counts.get(name, 0) + 1
+    return hook
+
+
+def output_kind(parts: Parts) -> tuple[float, float]:
+    """(`output_activation`, `output_probabilities`): 1 where the model's output is a
+    squashing / a probability module's output, 0 where it is neither (NaN, NaN when
+    the model could not be run on the first batch's inputs)."""
+    try:
+        with warnings.catch_warnings(), torch.no_grad(), torch.random.fork_rng():
+            warnings.simplefilter("ignore")
+            torch.manual_seed(parts.seed)
+            runs = bool(_tensors(parts.make_model().eval()(parts.inputs(parts.batches[0]))))
+    except Exception:  # noqa: BLE001 - not measured
+        runs = False
+    if not runs:
+        return math.nan, math.nan
+    maker = output_maker(parts)
+    if maker is None:
+        return 0.0, 0.0
+    return float(not maker.probabilities), float(maker.probabilities)
+
+
+def output_shape(parts: Parts) -> tuple[int, ...] | None:
+    """The shape of a fresh model's output on the first batch (eval mode, no gradients);
+    None when it is not one tensor or the model cannot be run on its inputs alone."""
+    try:
+        with warnings.catch_warnings(), torch.no_grad(), torch.random.fork_rng():
+            warnings.simplefilter("ignore")
+            torch.manual_seed(parts.seed)
+            out = _tensors(parts.make_model().eval()(parts.inputs(parts.batches[0])))
+    except Exception:  # noqa: BLE001 - not measured
+        return None
+    return tuple(out[0].shape) if len(out) == 1 else None
+
+
+def misshaped(target, output_shape: tuple[int, ...]) -> bool:
+    """Does `target` hold the output's entries in a shape that only size-1 dimensions
+    tell apart ((B,) against (B, 1))?  An elementwise loss broadcasts such a pair to
+    (B, B): every output compared with every target."""
+    if not isinstance(target, torch.Tensor) or tuple(target.shape) == tuple(output_shape):
+        return False
+    drop = [s for s in output_shape if s != 1]
+    return target.numel() == math.prod(output_shape) and [s for s in target.shape if s != 1] == drop
+
+
+def targets_misshaped(parts: Parts) -> float:
+    """`targets_misshaped`: 1 when the first batch's targets and the model's output
+    are such a pair, 0 when not, NaN when either is not measured."""
+    shape = output_shape(parts)
+    try:
+        y = parts.targets(parts.batches[0])
+    except Exception:  # noqa: BLE001 - no targets to read
+        return math.nan
+    if shape is None or not isinstance(y, torch.Tensor):
+        return math.nan
+    return float(misshaped(y, shape))
+
+
+def batches_one_class(parts: Parts, limit: float, seed: int = 4321) -> float:
+    """1 when the median distinct training batch gives `limit` or more of its samples
+    to one class while the same labels dealt into batches of the same sizes at random
+    (a fixed generator) would not: the order made the batches pure, not the data's own
+    imbalance (95% of one class fills many a batch of 16 by chance).  0 otherwise; NaN
+    for targets that are not class labels (integers, one dimension, batches of 16 or
+    more, as the label-purity quantity reads them)."""
+    ys = []
+    for batch in _distinct(parts.batches):
+        try:
+            y = parts.targets(batch)
+        except Exception:  # noqa: BLE001 - no targets to read
+            return math.nan
+        if not isinstance(y, torch.Tensor) or y.dim() != 1 or y.is_floating_point() \
+                or len(y) < 16:
+            return math.nan
+        ys.append(y.long())
+    if not ys:
+        return math.nan
+    joined = torch.cat(ys)
+    dealt = joined[torch.randperm(len(joined), generator=torch.Generator().manual_seed(seed))]
+    random = dealt.split([len(y) for y in ys])
+    return float(_median_purity(ys) >= limit > _median_purity(random))
+
+
+def _median_purity(batches) -> float:
+    shares = sorted(float(torch.bincount(y - y.min()).max()) / len(y) for y in batches)
+    return shares[len(shares) // 2]
+
+
+def steps_in_eval(history: pd.DataFrame, limit: float, share) -> float:
+    """1 when the baseline took `limit` or more of its steps in eval mode (`share`:
+    the history quantity that reads it), 0 below, NaN when not recorded."""
+    value = share(history)
+    return math.nan if value != value else float(value >= limit)

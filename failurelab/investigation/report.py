@@ -30,6 +30,11 @@ T = {
                 "损失看起来健康，但 {n} 个可训练张量中有 {none} 个得不到梯度（被 .detach() 切断的计算图？"
                 "没用到的层？）：目录中没有相符的原因"),
     "no_cause": Text("unhealthy, no catalogue cause fits", "不健康，目录中没有相符的原因"),
+    "unregistered": Text("the model keeps {k} tensor(s) that ask for a gradient but are no "
+                         "nn.Parameter ({names}): model.parameters() never lists them, so "
+                         "no optimizer trains them",
+                         "模型保存了 {k} 个要求梯度却不是 nn.Parameter 的张量（{names}）："
+                         "model.parameters() 从不列出它们，所以没有优化器会训练它们"),
     "no_experiment": Text("none decided it", "没有实验能下结论"),
     "no_fix": Text("see what the experiments showed below", "见下面各实验的结果"),
     "passive_only": Text("{title} (from the passive reading: no experiment here confirmed it)",
@@ -156,6 +161,8 @@ def verdict_columns(inv, lang: str) -> dict[str, str]:
         cause = T["healthy" if inv.healthy else "no_cause"].say(lang)
         if inv.healthy and inv.flow is not None and inv.flow.without_grad:
             cause = T["cut"].say(lang, none=len(inv.flow.without_grad), n=inv.flow.trainable)
+        elif inv.healthy and inv.flow is not None and inv.flow.unregistered:
+            cause = _unregistered(inv.flow, lang)
         experiment, fix = _strongest_effect(inv, lang), T["no_fix"].say(lang)
         return {"symptom": symptom, "cause": cause, "experiment": experiment, "fix": fix}
     fault = catalogue.FAULTS[inv.top]
@@ -290,6 +297,11 @@ def why_said(inv, lang) -> str:
     return T["why_specific"].say(lang) if inv.why == "specific" else ""
 
 
+def _unregistered(flow, lang) -> str:
+    names = ", ".join(flow.unregistered[:4]) + (", ..." if len(flow.unregistered) > 4 else "")
+    return T["unregistered"].say(lang, k=len(flow.unregistered), names=names)
+
+
 def _facts(inv, lang) -> list[str]:
     facts = []
     if inv.reproducible is not None:
@@ -300,6 +312,8 @@ def _facts(inv, lang) -> list[str]:
             if flow.without_grad else ""
         facts.append(T["flow"].say(lang, none=len(flow.without_grad), n=flow.trainable, names=names,
                                    unopt=len(flow.not_optimized)))
+    if flow is not None and flow.unregistered:
+        facts.append(_unregistered(flow, lang))
     share = inv.effects.get("nonfinite_inputs", math.nan)
     if share == share and share > 0:
         facts.append(T["nonfinite_inputs"].say(lang, share=share))

@@ -20,16 +20,23 @@ import torch
 from .. import catalogue
 from ..catalogue.diagnosis import Diagnosis, diagnose
 from ..evidence import experiments as ex
-from ..evidence.quantities import dead_start, saturation_start
+from ..evidence.quantities import dead_start, eval_mode_share, saturation_start
 from . import checks, report, runner, verdict
 from .arms import ARMS, SEEDS
 from .errors import PartsError
 from .parts import build, make_parts
 
-# How far validation inputs must sit from the training inputs to be "shifted": the
-# threshold of val_not_normalized's own signature, read from it (one number, one place).
-VAL_SHIFT = next(c.physical or c.threshold for c in catalogue.FAULTS["val_not_normalized"]
-                 .signature.conditions if c.quantity == "eval_input_shift")
+
+def _threshold(fault: str, quantity: str) -> float:
+    """A threshold of a fault's own signature, read from it (one number, one place)."""
+    return next(c.physical or c.threshold for c in catalogue.FAULTS[fault].signature.conditions
+                if c.quantity == quantity)
+
+
+# How far validation inputs must sit from the training inputs to be "shifted".
+VAL_SHIFT = _threshold("val_not_normalized", "eval_input_shift")
+ONE_CLASS = _threshold("no_shuffle", "label_purity_median")  # batches that hold one class
+IN_EVAL = _threshold("train_mode_not_restored", "eval_mode_share")  # steps in eval mode
 
 
 @dataclass
@@ -117,10 +124,14 @@ def investigate(model=None, optimizer=None, batches=None, step=None, loss=None,
 def part_checks(parts) -> dict[str, float]:
     """The checks that read the parts themselves (no training)."""
     above, below = checks.init_scale(parts)
+    activation, probabilities = checks.output_kind(parts)
     return {"nonfinite_inputs": checks.nonfinite_inputs(parts),
             "weights_above_default": above, "weights_below_default": below,
             "val_inputs_shifted": checks.val_inputs_shifted(parts, VAL_SHIFT),
-            "samples_mixed": checks.samples_mixed(parts)}
+            "samples_mixed": checks.samples_mixed(parts),
+            "targets_misshaped": checks.targets_misshaped(parts),
+            "output_activation": activation, "output_probabilities": probabilities,
+            "batches_one_class": checks.batches_one_class(parts, ONE_CLASS)}
 
 
 def _try_build(parts) -> None:
@@ -164,6 +175,7 @@ def assemble(measured, passive, hyps, runs, flow, faults, notes, lang) -> Invest
     effects["lr_decayed"] = ex.lr_decayed(base)
     effects["dead_units"] = dead_start(base)
     effects["saturated_units"] = saturation_start(base)
+    effects["steps_in_eval"] = checks.steps_in_eval(base, IN_EVAL, eval_mode_share)
     if flow is not None:
         effects["no_grad_at_step"] = flow.no_grad_at_step
         effects["grad_not_optimized"] = flow.grad_not_optimized
@@ -174,7 +186,8 @@ def assemble(measured, passive, hyps, runs, flow, faults, notes, lang) -> Invest
     top, confidence, deciding, why = verdict.decide(judgements, passive, bool(reproducible),
                                                     helped)
     confidence = healthy_confidence(passive, top, judgements, reproducible) or confidence
-    if top is None and confidence == "high" and flow is not None and flow.without_grad:
+    if top is None and confidence == "high" and flow is not None and (
+            flow.without_grad or flow.unregistered):
         confidence = "medium"  # healthy-looking, but part of the model never learns
     for name, r in runs.items():
         if r.error:

@@ -45,7 +45,7 @@ class Judgement:
 # Premises that, measured before any arm runs, propose their causes even on a curve that
 # looks healthy (a run on raw pixels may still converge): healthy loops show none of them.
 PROPOSING = ("inputs_unscaled", "weights_above_default", "weights_below_default",
-             "nonfinite_inputs")
+             "nonfinite_inputs", "batches_one_class")
 
 
 def hypotheses(diagnosis, faults: dict, premises: dict | None = None) -> list[Hypothesis]:
@@ -149,12 +149,15 @@ def decide(judgements: list[Judgement], diagnosis, reproducible: bool,
     gradients explain why a smaller rate helps too.  A cause the passive reading named
     with confidence is kept unless an experiment refuted it, at medium confidence at
     most unless an experiment singled it out (at low when its own experiment ran and
-    did not show it).  A cause that only the curve's shape suggested, confirmed by an
+    did not show it), and set aside when a check saw another confirmed cause's
+    mechanism and none saw its own.  A cause that only the curve's shape suggested, confirmed by an
     effect alone (no check saw its mechanism), stays low: a model with frozen layers
     learns faster at a higher rate too, and was named a rate too small with confidence."""
     by_name = {j.fault: j for j in judgements}
     lead, why = _lead([j for j in judgements if j.status == "confirmed"], helped)
     kept = _passive_kept(diagnosis, by_name)
+    if kept is not None and lead is not None and lead.premise and not kept.premise:
+        kept = None  # a check saw another cause's mechanism: stronger than a curve's reading
     if kept is not None and (lead is None or lead.fault != kept.fault):
         # its own experiment ran and did not show it: kept, but no longer confident
         confidence = "low" if kept.status == "not supported" else _lower(diagnosis.confidence)
