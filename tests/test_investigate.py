@@ -465,3 +465,73 @@ def test_batches_sorted_by_class_are_named_no_shuffle():
     ordered = [(x[order][i:i + 32], y[order][i:i + 32]) for i in range(0, len(y), 32)]
     inv = _investigate(**{**_parts(), "batches": ordered})
     assert inv.top == "no_shuffle" and inv.effects["batches_one_class"] == 1.0
+
+
+# --- the padding mask: the loop's own choice of hidden keys, inverted -----------------------
+
+class _Tokens(nn.Module):
+    """Token ids (0 pads the end of a row) -> one transformer layer -> mean over the real
+    tokens -> 2 classes.  `flip`: the mask handed to the layer hides the real tokens."""
+
+    def __init__(self, flip=False):
+        super().__init__()
+        self.flip = flip
+        self.embed = nn.Embedding(20, 16, padding_idx=0)
+        self.layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(16, 2)
+
+    def forward(self, tokens):
+        pad = tokens == 0
+        hidden = self.layer(self.embed(tokens), src_key_padding_mask=~pad if self.flip else pad)
+        keep = (~pad).unsqueeze(-1).float()
+        return self.head((hidden * keep).sum(1) / keep.sum(1))
+
+
+def _token_batches(n=256, length=12, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(3, length, (n,), generator=g)  # every row keeps a pad
+    tokens = torch.randint(1, 20, (n, length), generator=g)
+    tokens[torch.arange(length) >= lengths[:, None]] = 0
+    y = (tokens == 5).any(1).long()  # does the row hold token 5?
+    return [(tokens[i:i + 32], y[i:i + 32]) for i in range(0, n, 32)]
+
+
+def _token_parts(flip):
+    return dict(model=lambda: _Tokens(flip),
+                optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=3e-3),
+                batches=_token_batches(), step=_step, loss=nn.functional.cross_entropy,
+                steps=120, seed=0)
+
+
+def test_inverting_the_padding_mask_changes_the_hidden_keys_only():
+    from failurelab.investigation import checks
+
+    right = make_parts(**_token_parts(flip=False))
+    arm = arms.ARMS["mask_inverted"].apply(right)
+    assert _fields_changed(right, arm) == {"make_model"}
+    assert _same_state(_initial_state(right)[0], _initial_state(arm)[0])
+    tokens = right.batches[0][0]
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        inverted = arm.make_model().eval()
+        torch.manual_seed(0)
+        flipped = _Tokens(flip=True).eval()  # the same weights, the mask written inverted
+    with torch.no_grad():
+        assert torch.allclose(inverted(tokens), flipped(tokens), atol=1e-6)
+    assert checks.padding_masked(right) == 1.0
+    assert math.isnan(checks.padding_masked(make_parts(**_parts())))  # no attention
+
+
+@pytest.mark.parametrize("flip", [True, False], ids=["inverted", "right"])
+def test_a_mask_that_hides_the_real_tokens_is_named_and_a_right_one_is_not(flip):
+    """A loop that hides its real tokens still learns something from the padding's
+    position; the inverted arm reaches the right loop's loss.  Inverting a right mask
+    makes it worse, so the healthy loop stays healthy."""
+    inv = _investigate(**_token_parts(flip))
+    assert "mask_inverted" in set(inv.experiments["arm"])  # proposed by the premise
+    if flip:
+        assert inv.top == "inverted_padding_mask", inv.text()
+        assert inv.effects["gain[mask_inverted]"] > ex.CLEAR
+    else:
+        assert inv.top is None, inv.text()
+        assert inv.effects["gain[mask_inverted]"] < 0

@@ -35,7 +35,9 @@ signatures read:
   function such as ReLU or Tanh / a softmax or sigmoid, probabilities),
   `batches_one_class` (1 when the median batch holds one class: no_shuffle's own
   threshold), and `steps_in_eval` (1 when the baseline took as large a share of its
-  steps in eval mode as train_mode_not_restored's signature asks).
+  steps in eval mode as train_mode_not_restored's signature asks), and `padding_masked`
+  (1 when one step of the user's loop hands an attention module a key-padding mask: the
+  tokens it hides are the loop's choice, and the `mask_inverted` arm tests that choice).
 
 A route's check is the *premise* of its cause (the mechanism, observed): an arm such
 as standardised inputs or a re-initialisation helps many broken runs, so by itself it
@@ -58,12 +60,12 @@ from .quantities import loss_start, nonfinite_losses
 # The arms whose effect is a gain, by the short name the outcomes use.
 GAIN_ARMS = ("lr/10", "lr*10", "lr*100", "overfit_batch", "labels_permuted", "inputs_standardised",
              "float32", "reinit_defaults", "reference_step", "targets_shaped",
-             "output_identity", "reshuffled", "train_mode")
+             "output_identity", "reshuffled", "train_mode", "mask_inverted")
 CHECKS = ("nonfinite_inputs", "no_grad_at_step", "grad_not_optimized", "grads_carried",
           "lr_decayed", "dead_units", "saturated_units", "inputs_unscaled",
           "weights_above_default", "weights_below_default", "val_inputs_shifted",
           "samples_mixed", "targets_misshaped", "output_activation", "output_probabilities",
-          "batches_one_class", "steps_in_eval")
+          "batches_one_class", "steps_in_eval", "padding_masked")
 EFFECTS = tuple(f"gain[{arm}]" for arm in GAIN_ARMS) + CHECKS
 
 # "Clearly" better or worse: the arm's final loss differs from the baseline's by more

@@ -260,6 +260,37 @@ def _train_when_learning(module, args):
         module.train()
 
 
+def mask_inverted(parts: Parts) -> Parts:
+    """Every key-padding mask handed to an attention module inverted (a forward
+    pre-hook on each nn.MultiheadAttention): the keys it hid are attended, the ones it
+    let through hidden.  Boolean masks and 0/-inf additive ones (what nn.Transformer*
+    layers turn a boolean mask into); any other additive mask is left as it is."""
+    make = parts.make_model
+
+    def made():
+        model = make()
+        for module in model.modules():
+            if isinstance(module, torch.nn.MultiheadAttention):
+                module.register_forward_pre_hook(_invert_mask, with_kwargs=True)
+        return model
+    return replace(parts, make_model=made)
+
+
+def _invert_mask(module, args, kwargs):
+    mask = checks.key_padding_mask(args, kwargs)
+    if mask is None:
+        return None
+    if mask.dtype == torch.bool:
+        flipped = ~mask
+    elif bool(((mask == 0) | (mask == float("-inf"))).all()):
+        flipped = torch.where(mask == 0, float("-inf"), 0.0).to(mask.dtype)
+    else:
+        return None
+    if "key_padding_mask" in kwargs or len(args) <= 3:
+        return args, {**kwargs, "key_padding_mask": flipped}
+    return (*args[:3], flipped, *args[4:]), kwargs
+
+
 def _distinct(batches: tuple) -> list:
     """Each batch object once, in order of first use."""
     seen: dict[int, object] = {}
@@ -305,5 +336,9 @@ ARMS = {arm.name: arm for arm in (
     Arm("train_mode", Text("the mode: training mode for every forward pass that takes "
                            "gradients", "模式：每次需要梯度的前向传播都处于训练模式"),
         train_mode),
+    Arm("mask_inverted", Text("the padding mask: inverted (attention modules attend to the "
+                              "keys it hid, and hide the others)",
+                              "填充掩码：取反（注意力模块关注原先被隐藏的键，隐藏其余的键）"),
+        mask_inverted),
 )}
 SEEDS = ("baseline", "reseed+1", "reseed+2")  # the arms that measure the run-to-run spread

@@ -106,6 +106,44 @@ def _distinct(batches) -> list:
     return list(seen.values())
 
 
+def padding_masked(parts: Parts) -> float:
+    """1 when one step of the user's loop, on a fresh model and the first batch, hands
+    an attention module (nn.MultiheadAttention, also inside nn.Transformer* layers) a
+    key-padding mask; 0 when it has such modules and hands them none; NaN without them
+    or when the step fails.  The loop's own step is run because the mask is often made
+    there (from the batch), not by the model from its inputs."""
+    try:
+        with warnings.catch_warnings(), torch.random.fork_rng():
+            warnings.simplefilter("ignore")
+            model, optimizer, _ = build(parts)
+            attention = [m for m in model.modules() if isinstance(m, torch.nn.MultiheadAttention)]
+            if not attention:
+                return math.nan
+            seen = []
+            handles = [m.register_forward_pre_hook(_note_mask(seen), with_kwargs=True)
+                       for m in attention]
+            try:
+                parts.step(model, optimizer, parts.batches[0])
+            finally:
+                for h in handles:
+                    h.remove()
+    except Exception:  # noqa: BLE001 - the user's step failed: not measured
+        return math.nan
+    return float(any(seen))
+
+
+def key_padding_mask(args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """The key-padding mask of one nn.MultiheadAttention call (keyword or 4th argument)."""
+    mask = kwargs.get("key_padding_mask", args[3] if len(args) > 3 else None)
+    return mask if isinstance(mask, torch.Tensor) else None
+
+
+def _note_mask(seen: list):
+    def note(module, args, kwargs):
+        seen.append(key_padding_mask(args, kwargs) is not None)
+    return note
+
+
 def samples_mixed(parts: Parts) -> float:
     """1 when a fresh model's outputs for the other samples of a batch change as one
     sample changes: the first sample is replaced by a copy of the second, in eval mode

@@ -131,7 +131,8 @@ def part_checks(parts) -> dict[str, float]:
             "samples_mixed": checks.samples_mixed(parts),
             "targets_misshaped": checks.targets_misshaped(parts),
             "output_activation": activation, "output_probabilities": probabilities,
-            "batches_one_class": checks.batches_one_class(parts, ONE_CLASS)}
+            "batches_one_class": checks.batches_one_class(parts, ONE_CLASS),
+            "padding_masked": checks.padding_masked(parts)}
 
 
 def _try_build(parts) -> None:

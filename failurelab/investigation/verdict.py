@@ -43,9 +43,12 @@ class Judgement:
 
 
 # Premises that, measured before any arm runs, propose their causes even on a curve that
-# looks healthy (a run on raw pixels may still converge): healthy loops show none of them.
+# looks healthy (a run on raw pixels may still converge): healthy loops show none of them,
+# but for `padding_masked`, which every masked attention loop shows - its one arm
+# (mask_inverted) settles the question either way, and a loop that hides its real tokens
+# can look healthy while it learns from the padding.
 PROPOSING = ("inputs_unscaled", "weights_above_default", "weights_below_default",
-             "nonfinite_inputs", "batches_one_class")
+             "nonfinite_inputs", "batches_one_class", "padding_masked")
 
 
 def hypotheses(diagnosis, faults: dict, premises: dict | None = None) -> list[Hypothesis]:
