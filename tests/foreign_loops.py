@@ -351,3 +351,29 @@ def broadcast_mse(seed=0, optimizer="adam", fixed=False):
         warnings.simplefilter("ignore", UserWarning)  # "a target size ... different"
         return loop(model, opt, lambda out, t: F.mse_loss(out.squeeze(1) if fixed else out, t),
                     X, y, seed=seed)
+
+
+def gru_regression_no_zero_grad(seed=0):
+    """A GRU regressing a class index from a noisy sine, zero_grad forgotten under
+    momentum: the loss grows by tens of orders of magnitude over many steps, and late in
+    the run the outputs dwarf their targets (the gradient is then affine in the output,
+    as under a broadcast MSE, although every output has its own target)."""
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 3, (512,), generator=g)
+    t = torch.linspace(0, 6.28, 32)
+    X = torch.sin(t * (y[:, None] + 1)) + 0.5 * torch.randn(512, 32, generator=g)
+
+    class GRURegression(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.GRU(1, 32, batch_first=True)
+            self.head = nn.Linear(32, 1)
+
+        def forward(self, x):
+            out, _ = self.rnn(x.unsqueeze(-1))
+            return self.head(out[:, -1]).squeeze(-1)
+
+    model = GRURegression()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    return loop(model, opt, F.mse_loss, X, y.float(), steps=150, zero_grad=False, seed=seed)

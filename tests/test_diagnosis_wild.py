@@ -113,6 +113,20 @@ def test_mse_broadcasting_one_output_against_the_batch_is_named_from_a_plain_mon
     assert fl.diagnose(fixed).top is None
 
 
+@pytest.mark.parametrize("seed", [2, 3])
+def test_a_diverging_mse_whose_outputs_dwarf_their_targets_is_not_read_as_broadcast(seed):
+    """Late in a run that grew by twenty orders of magnitude the targets sink below
+    float32's rounding of the outputs, and the gradient is affine in the output as under
+    a broadcast MSE; those steps are not read (quantities.TARGETS_VISIBLE).  On these
+    seeds they were most of the observed steps, and the run was named target_broadcast."""
+    history = foreign_loops.gru_regression_no_zero_grad(seed)
+    assert history["loss"].max() > 1e20 * history["loss"].iloc[0]  # the premise: it dwarfs
+    threshold = next(c.threshold for c in fl.FAULTS["target_broadcast"].signature.conditions
+                     if c.quantity == "target_share")
+    assert measure(history, ["target_share"])["target_share"] > 100 * threshold
+    assert fl.diagnose(history).top == "no_zero_grad"
+
+
 @pytest.mark.parametrize("loop", ["sigmoid_regression", "softmax_one_unit",
                                   "relu_probabilities"])
 def test_an_output_range_that_excludes_the_targets_is_named_in_its_other_forms(loop):

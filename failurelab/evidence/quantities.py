@@ -30,6 +30,10 @@ EARLY = 0.05  # the first 5% of the steps (at least MIN_WINDOW) is "the start"
 LATE = 0.2  # the last 20% of the steps is "the end"
 OUTPUT_SAME = 1e-3  # relative: two instruments' std of one tensor agree to float rounding
 MIN_WINDOW = 5
+# A loss this many times its first value has outputs ~10x further from their targets than
+# at the start: an MSE's targets then make under ~1% of its gradient's variance, and
+# target_share can no longer tell a broadcast loss from a diverging one.
+TARGETS_VISIBLE = 100.0
 
 
 def _finite(s: pd.Series) -> pd.Series:
@@ -647,8 +651,18 @@ def target_share(h):
     """Median share of the output gradient's variance that the output does not explain
     (`target_grad_share`, see telemetry.probes.target_shares): under an MSE, the part
     its targets make.  Float rounding (1e-6 and below) when every output is pulled to
-    one common value, as when MSELoss broadcasts (B, 1) outputs against (B,) targets."""
-    return _median(_column(h, "target_grad_share"))
+    one common value, as when MSELoss broadcasts (B, 1) outputs against (B,) targets.
+
+    Read only on steps whose loss is within TARGETS_VISIBLE of the first: once a
+    diverging MSE's outputs dwarf its targets, its gradient is affine in the outputs
+    whatever the loss compares (the targets sink below float32's rounding), so those
+    steps say "diverged", not "broadcast"."""
+    share = _column(h, "target_grad_share")
+    loss = _column(h, "loss")
+    if share is None or loss is None or not np.isfinite(loss.iloc[0]):
+        return _median(share)
+    bound = TARGETS_VISIBLE * abs(float(loss.iloc[0]))
+    return _median(share[(loss.abs() <= bound).to_numpy()])
 
 
 def float16_share(h):
