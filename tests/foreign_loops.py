@@ -87,14 +87,16 @@ def softmax_into_cross_entropy(seed=0):
     return loop(model, opt, nn.CrossEntropyLoss(), X, y, seed=seed)
 
 
-def softmax_in_the_loss(seed=0, twice=True):
+def softmax_in_the_loss(seed=0, twice=True, sgd=False):
     """The model returns logits, and the loop applies softmax before CrossEntropyLoss
     (`loss_fn(out.softmax(1), y)`): its outputs alone look right.  `twice=False`: the
-    same loop without that softmax."""
+    same loop without that softmax.  `sgd`: plain SGD at 0.01, where the doubly squashed
+    gradient learns almost nothing in 200 steps (the loss stays near ln 4)."""
     torch.manual_seed(seed)
     X, y = data(d=10, k=4, seed=seed)
     model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 4))
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    opt = (torch.optim.SGD(model.parameters(), lr=0.01) if sgd
+           else torch.optim.Adam(model.parameters(), lr=3e-3))
     ce = nn.CrossEntropyLoss()
     return loop(model, opt, (lambda out, t: ce(out.softmax(1), t)) if twice else ce, X, y,
                 seed=seed)

@@ -72,18 +72,21 @@ def test_wrong_loss_is_named_from_a_plain_monitor_history(seed):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_softmax_applied_in_the_loop_is_named_from_the_loss_itself(seed):
+@pytest.mark.parametrize("sgd", [False, True], ids=["learns", "barely-learns"])
+def test_softmax_applied_in_the_loop_is_named_from_the_loss_itself(seed, sgd):
     """Logits out of the model, softmax in the loop: the outputs are not probabilities,
     but the loss is the cross-entropy of softmax(softmax(output)) to float rounding,
-    and far from the output's own cross-entropy once the model has learned."""
-    faulty = foreign_loops.softmax_in_the_loss(seed)
-    plain = foreign_loops.softmax_in_the_loss(seed, twice=False)
-    assert faulty["output_prob_frac"].max() == 0
+    thousands of times closer to it than to the output's own cross-entropy - also
+    under plain SGD, where the model learns almost nothing and both are near ln 4 (a
+    threshold on the distance to the plain cross-entropy alone missed that run)."""
+    faulty = foreign_loops.softmax_in_the_loss(seed, sgd=sgd)
+    plain = foreign_loops.softmax_in_the_loss(seed, twice=False, sgd=sgd)
+    assert faulty["output_prob_frac"].max() < 0.1  # logits: a row may pass as probabilities
     d = fl.diagnose(faulty)
     assert d.top == "wrong_loss" and "applied twice" in d.causes[0][2], str(d)
     values, plain_values = measure(faulty), measure(plain)
-    assert values["loss_vs_softmax_twice"] < 1e-5 < 0.1 < values["loss_vs_output_ce"]
-    assert plain_values["loss_vs_output_ce"] < 1e-5 < 0.1 < plain_values["loss_vs_softmax_twice"]
+    assert values["loss_vs_softmax_twice"] < 1e-5 < 0.01 < plain_values["loss_vs_softmax_twice"]
+    assert plain_values["softmax_twice_fit"] < 1e-3 < 10 * 1e3 < values["softmax_twice_fit"]
     assert fl.diagnose(plain).top != "wrong_loss"
 
 

@@ -34,6 +34,7 @@ MIN_WINDOW = 5
 # at the start: an MSE's targets then make under ~1% of its gradient's variance, and
 # target_share can no longer tell a broadcast loss from a diverging one.
 TARGETS_VISIBLE = 100.0
+FLOAT32_ROUNDING = 2.0 ** -23  # float32's relative rounding: two equal losses differ by this
 
 
 def _finite(s: pd.Series) -> pd.Series:
@@ -647,6 +648,26 @@ def loss_vs_softmax_twice(h):
     return _loss_misfit(h, "output_ce_twice")
 
 
+def softmax_twice_fit(h):
+    """How many times closer the loss is to the cross-entropy of softmax(softmax(output))
+    than to the output's own cross-entropy: the median, over the last fifth of the
+    steps, of |loss - output_ce| / |loss - output_ce_twice| (each relative to the loss;
+    a distance below float32's rounding counts as that rounding, FLOAT32_ROUNDING).
+
+    Which of the two the loss *is* shows before the model has learned anything, when
+    both are near ln C and a threshold on either distance alone cannot tell them apart
+    (a loop with softmax written before its cross-entropy barely learns at all): the
+    loss equals one of them to float rounding.  Noise common to both (an output read on
+    a sample of its rows) leaves the ratio near 1."""
+    if _column(h, "output_ce") is None or _column(h, "output_ce_twice") is None:
+        return NAN
+    loss = h["loss"].abs()
+    plain = (h["loss"] - h["output_ce"]).abs() / loss
+    twice = ((h["loss"] - h["output_ce_twice"]).abs() / loss).clip(lower=FLOAT32_ROUNDING)
+    fit = _finite(plain.clip(lower=FLOAT32_ROUNDING) / twice)
+    return float(_tail(fit).median()) if len(fit) else NAN
+
+
 def target_share(h):
     """Median share of the output gradient's variance that the output does not explain
     (`target_grad_share`, see telemetry.probes.target_shares): under an MSE, the part
@@ -1126,6 +1147,7 @@ DECLARED = (
     declare(soft_target_share, ("output_soft_target_frac",), "output_gradient"),
     declare(loss_vs_output_ce, ("loss", "output_ce"), "implied_loss"),
     declare(loss_vs_softmax_twice, ("loss", "output_ce_twice"), "implied_loss"),
+    declare(softmax_twice_fit, ("loss", "output_ce", "output_ce_twice"), "implied_loss"),
     declare(target_share, ("target_grad_share",), "target_share"),
     declare(float16_share, ("output_grad_min", "param_lowp_frac"), "output_gradient"),
     declare(loss_scaled_share, ("loss_scaled",), "output_gradient"),
