@@ -87,14 +87,16 @@ def softmax_into_cross_entropy(seed=0):
     return loop(model, opt, nn.CrossEntropyLoss(), X, y, seed=seed)
 
 
-def softmax_in_the_loss(seed=0, twice=True):
+def softmax_in_the_loss(seed=0, twice=True, sgd=False):
     """The model returns logits, and the loop applies softmax before CrossEntropyLoss
     (`loss_fn(out.softmax(1), y)`): its outputs alone look right.  `twice=False`: the
-    same loop without that softmax."""
+    same loop without that softmax.  `sgd`: plain SGD at 0.01, where the doubly squashed
+    gradient learns almost nothing in 200 steps (the loss stays near ln 4)."""
     torch.manual_seed(seed)
     X, y = data(d=10, k=4, seed=seed)
     model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 4))
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    opt = (torch.optim.SGD(model.parameters(), lr=0.01) if sgd
+           else torch.optim.Adam(model.parameters(), lr=3e-3))
     ce = nn.CrossEntropyLoss()
     return loop(model, opt, (lambda out, t: ce(out.softmax(1), t)) if twice else ce, X, y,
                 seed=seed)
@@ -351,3 +353,29 @@ def broadcast_mse(seed=0, optimizer="adam", fixed=False):
         warnings.simplefilter("ignore", UserWarning)  # "a target size ... different"
         return loop(model, opt, lambda out, t: F.mse_loss(out.squeeze(1) if fixed else out, t),
                     X, y, seed=seed)
+
+
+def gru_regression_no_zero_grad(seed=0):
+    """A GRU regressing a class index from a noisy sine, zero_grad forgotten under
+    momentum: the loss grows by tens of orders of magnitude over many steps, and late in
+    the run the outputs dwarf their targets (the gradient is then affine in the output,
+    as under a broadcast MSE, although every output has its own target)."""
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 3, (512,), generator=g)
+    t = torch.linspace(0, 6.28, 32)
+    X = torch.sin(t * (y[:, None] + 1)) + 0.5 * torch.randn(512, 32, generator=g)
+
+    class GRURegression(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.GRU(1, 32, batch_first=True)
+            self.head = nn.Linear(32, 1)
+
+        def forward(self, x):
+            out, _ = self.rnn(x.unsqueeze(-1))
+            return self.head(out[:, -1]).squeeze(-1)
+
+    model = GRURegression()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    return loop(model, opt, F.mse_loss, X, y.float(), steps=150, zero_grad=False, seed=seed)

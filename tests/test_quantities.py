@@ -117,6 +117,7 @@ def _expected() -> dict[str, float]:
         "output_scale_start": 0.5, "output_grad_zero_median": 0.03,
         "output_grad_floor": 1e-9, "output_prob_share": 0.0, "output_logprob_share": 0.0,
         "soft_target_share": 0.0, "loss_vs_output_ce": 0.0, "loss_vs_softmax_twice": 1.0,
+        "softmax_twice_fit": 2.0 ** -23,  # exactly the plain CE: its distance is rounding
         "output_relu_share": 0.5, "output_saturated_end": 0.05, "output_softmax_share": 1.0,
         "output_std_end": 0.5, "target_share": 0.9,
         "float16_share": 0.0,  # 1e-9 is under float16's smallest number: not on its grid

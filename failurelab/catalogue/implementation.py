@@ -204,12 +204,17 @@ WRONG_LOSS = Fault(
           label_zh="损失与 softmax(softmax(输出)) 的交叉熵之间的相对距离",
           why_zh="这样算出的损失与之在浮点舍入内相等（float32 下为 1e-7）；百分之一容纳 float16 以及只读取部分"
                  "行的输出，而一个学到了任何东西的普通交叉熵远低于那种损失的下限 log(1 + (C-1)/e)"),
-        C("loss_vs_output_ce", ">=", 0.1, "relative distance of the loss from the "
-          "output's own cross-entropy",
-          "the model has learned something the loss does not show: before it has, both "
-          "cross-entropies are near ln C and the loss matches either", role="guard",
-          label_zh="损失与输出本身的交叉熵之间的相对距离",
-          why_zh="模型学到了损失没有反映出来的东西：在此之前两种交叉熵都接近 ln C，损失与哪一个都吻合"),
+        C("softmax_twice_fit", ">=", 10.0, "how many times closer the loss is to that "
+          "cross-entropy than to the output's own",
+          "the loss equals one of the two to float rounding, even before anything is "
+          "learned and both are near ln C: a plain cross-entropy is closer to its own "
+          "(at most ~1), noise common to both (rows read on a sample) leaves ~1, and "
+          "softmax applied twice puts it thousands of times closer; 10 is a decade "
+          "clear of both",
+          label_zh="损失离那种交叉熵比离输出本身的交叉熵近多少倍",
+          why_zh="损失与两者之一在浮点舍入内相等，即使还什么都没学到、两者都接近 ln C：普通交叉熵离它自己的更近"
+                 "（至多约 1 倍），两者共有的噪声（只读取部分行）使比值约为 1，而 softmax 做两次会让它近上几千倍；"
+                 "10 与两边都隔开一个数量级"),
     ), "the loss is the cross-entropy of softmax applied twice - is softmax applied to the "
        "output before a loss that applies it again?",
        verdict_zh="损失是 softmax 做了两次之后的交叉熵：是不是在一个自己也会做 softmax 的损失之前又对输出做了一次"

@@ -30,6 +30,11 @@ EARLY = 0.05  # the first 5% of the steps (at least MIN_WINDOW) is "the start"
 LATE = 0.2  # the last 20% of the steps is "the end"
 OUTPUT_SAME = 1e-3  # relative: two instruments' std of one tensor agree to float rounding
 MIN_WINDOW = 5
+# A loss this many times its first value has outputs ~10x further from their targets than
+# at the start: an MSE's targets then make under ~1% of its gradient's variance, and
+# target_share can no longer tell a broadcast loss from a diverging one.
+TARGETS_VISIBLE = 100.0
+FLOAT32_ROUNDING = 2.0 ** -23  # float32's relative rounding: two equal losses differ by this
 
 
 def _finite(s: pd.Series) -> pd.Series:
@@ -643,12 +648,42 @@ def loss_vs_softmax_twice(h):
     return _loss_misfit(h, "output_ce_twice")
 
 
+def softmax_twice_fit(h):
+    """How many times closer the loss is to the cross-entropy of softmax(softmax(output))
+    than to the output's own cross-entropy: the median, over the last fifth of the
+    steps, of |loss - output_ce| / |loss - output_ce_twice| (each relative to the loss;
+    a distance below float32's rounding counts as that rounding, FLOAT32_ROUNDING).
+
+    Which of the two the loss *is* shows before the model has learned anything, when
+    both are near ln C and a threshold on either distance alone cannot tell them apart
+    (a loop with softmax written before its cross-entropy barely learns at all): the
+    loss equals one of them to float rounding.  Noise common to both (an output read on
+    a sample of its rows) leaves the ratio near 1."""
+    if _column(h, "output_ce") is None or _column(h, "output_ce_twice") is None:
+        return NAN
+    loss = h["loss"].abs()
+    plain = (h["loss"] - h["output_ce"]).abs() / loss
+    twice = ((h["loss"] - h["output_ce_twice"]).abs() / loss).clip(lower=FLOAT32_ROUNDING)
+    fit = _finite(plain.clip(lower=FLOAT32_ROUNDING) / twice)
+    return float(_tail(fit).median()) if len(fit) else NAN
+
+
 def target_share(h):
     """Median share of the output gradient's variance that the output does not explain
     (`target_grad_share`, see telemetry.probes.target_shares): under an MSE, the part
     its targets make.  Float rounding (1e-6 and below) when every output is pulled to
-    one common value, as when MSELoss broadcasts (B, 1) outputs against (B,) targets."""
-    return _median(_column(h, "target_grad_share"))
+    one common value, as when MSELoss broadcasts (B, 1) outputs against (B,) targets.
+
+    Read only on steps whose loss is within TARGETS_VISIBLE of the first: once a
+    diverging MSE's outputs dwarf its targets, its gradient is affine in the outputs
+    whatever the loss compares (the targets sink below float32's rounding), so those
+    steps say "diverged", not "broadcast"."""
+    share = _column(h, "target_grad_share")
+    loss = _column(h, "loss")
+    if share is None or loss is None or not np.isfinite(loss.iloc[0]):
+        return _median(share)
+    bound = TARGETS_VISIBLE * abs(float(loss.iloc[0]))
+    return _median(share[(loss.abs() <= bound).to_numpy()])
 
 
 def float16_share(h):
@@ -1112,6 +1147,7 @@ DECLARED = (
     declare(soft_target_share, ("output_soft_target_frac",), "output_gradient"),
     declare(loss_vs_output_ce, ("loss", "output_ce"), "implied_loss"),
     declare(loss_vs_softmax_twice, ("loss", "output_ce_twice"), "implied_loss"),
+    declare(softmax_twice_fit, ("loss", "output_ce", "output_ce_twice"), "implied_loss"),
     declare(target_share, ("target_grad_share",), "target_share"),
     declare(float16_share, ("output_grad_min", "param_lowp_frac"), "output_gradient"),
     declare(loss_scaled_share, ("loss_scaled",), "output_gradient"),
