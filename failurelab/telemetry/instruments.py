@@ -138,7 +138,7 @@ class Parameters(Instrument):
         if observed:
             self._copy(self.buffers.before_step, self.filled, first, slot=self.filled)
         elif phase_last:  # economy: keep g_{t-1} for step t's cosine
-            self._copy(self.buffers.keep_previous)
+            self._copy(self.buffers.keep_previous, self.filled)
 
     def _copy(self, into, *args, slot: int | None = None) -> None:
         """`into(*args, grads)`; a sparse gradient's absent entries count for `slot`."""

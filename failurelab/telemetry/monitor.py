@@ -244,6 +244,7 @@ class Monitor:
             warn("this model already has a Monitor that was not closed (a re-run cell?): its "
                  "hooks still run and cost time; close() it, or use `with Monitor(...)`")
         _ATTACHED[model] = weakref.ref(self)
+        self._quiet = False  # is the next step one economy does not observe (`_counted`)?
         self._arm(True)  # step 0 is read
 
     def _arm(self, on: bool) -> None:
@@ -305,8 +306,15 @@ class Monitor:
 
     # --- hooks: each one guarded, so no failure reaches the user's loop ---------------
     def _before_step(self, optimizer, args, kwargs):
+        if self._quiet:  # a step economy does not observe: what its row needs, no more
+            self._forward_seen = False
+            if self._moded:
+                self._mode = 1.0 if self._model.training else 0.0
+            self._lr = ins.first_lr(optimizer)
+            self._stepped = True
+            return None
         closure = kwargs.get("closure", args[1] if len(args) > 1 else None)  # args[0]: optimizer
-        if closure is not None and not self._unobserved():
+        if closure is not None:
             return self._closure_step(optimizer, closure, args, kwargs)
         self._observe_step(optimizer)
         return None
@@ -461,6 +469,16 @@ class Monitor:
         phase = self._count % self._interval
         return 0 < phase < self._interval - 1
 
+    def _counted(self) -> None:
+        """One more step recorded: attach or remove what the next one needs.  Checked
+        once here, not in each hook: on a tiny model every line the monitor runs per
+        step is a measurable share of the step."""
+        self._count += 1
+        self._quiet = self._unobserved()
+        if self._forward_hooks:
+            self._arm(not self._count % self._forward_every)
+        self._arm_watch(not self._count % self._interval)
+
     def _unbatched(self) -> bool:
         """Is the current input one unbatched sample (1-D)?  Its forward tensors are
         then read as a batch of one."""
@@ -500,7 +518,6 @@ class Monitor:
         finite = not isinstance(loss_value, float) or math.isfinite(loss_value)
         if (stepped and self._pending and self._count % self._interval
                 and (finite or self._inputs is None)):
-            self._unread_inputs.clear()
             self._record_unobserved(loss, loss_value, extra)
             return
         if not stepped:
@@ -527,9 +544,7 @@ class Monitor:
                                                             _numel(self._params),
                                                             CHUNK_STEPS, CHUNK_BYTES))
         self._pending.append(step)
-        self._count += 1
-        self._arm(not self._count % self._forward_every)
-        self._arm_watch(not self._count % self._interval)
+        self._counted()
         if len(self._pending) >= self._chunk * self._interval:
             self._flush()
 
@@ -547,18 +562,19 @@ class Monitor:
         unoptimized = sum(p.grad is not None for p in self._unoptimized) if self._unoptimized else 0
         state = (self._lr, self._lowp, unoptimized, 0, _NAN, _NAN, _NAN, self._frozen,
                  self._mode, 0.0)
-        payloads = {}
-        if self._inputs is not None and self._eval_inputs not in self._off:
-            try:  # an evaluation since the last record belongs to this row
-                payloads[self._eval_inputs] = self._eval_inputs.take(False)
-            except Exception as exc:  # noqa: BLE001
-                self._stop(self._eval_inputs, exc)
-        self._pending.append(_Step(loss_value, payloads, state, extra, self._pending[0].shapes))
-        self._count += 1
-        if self._forward_hooks:
-            self._arm(not self._count % self._forward_every)
-        self._arm_watch(not self._count % self._interval)
-        if len(self._pending) >= self._chunk * self._interval:
+        payloads = _NO_PAYLOADS  # shared, never written: economy has no forward instruments
+        if self._inputs is not None:
+            self._unread_inputs.clear()
+            if self._eval_inputs not in self._off:
+                payloads = {}
+                try:  # an evaluation since the last record belongs to this row
+                    payloads[self._eval_inputs] = self._eval_inputs.take(False)
+                except Exception as exc:  # noqa: BLE001
+                    self._stop(self._eval_inputs, exc)
+        pending = self._pending
+        pending.append(_Step(loss_value, payloads, state, extra, pending[0].shapes))
+        self._counted()
+        if len(pending) >= self._chunk * self._interval:
             self._flush()
 
     def _take(self, stepped: bool, forward: bool) -> tuple[dict, tuple]:
@@ -752,6 +768,7 @@ def _nothing(*args) -> None:
 
 
 _ABSENT = object()  # a step that has no payload of an instrument
+_NO_PAYLOADS: dict = {}  # the payloads of a step no instrument observed (never written)
 _ATTACHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its monitor
 
 
