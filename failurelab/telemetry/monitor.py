@@ -616,12 +616,11 @@ class Monitor:
             return
         self._check_parameters()
         _read_losses(steps)
-        rows, partials = self._table.new_rows(steps)
-        self._compute(self._parameters, steps, [range(len(steps))], rows, partials)
+        chunk = self._table.new_rows(steps, partials=self._world > 1)
+        self._compute(self._parameters, steps, [None], chunk)
         for position, instrument in enumerate(self._hooked):
-            self._compute(instrument, steps, _stacking(steps, instrument, position), rows,
-                          partials)
-        self._table.append(rows, steps, partials, keep_partials=self._world > 1)
+            self._compute(instrument, steps, _stacking(steps, instrument, position), chunk)
+        self._table.append(chunk, steps, keep_partials=self._world > 1)
 
     def _check_parameters(self) -> None:
         """Once per chunk: are the model's trainable parameters still the ones the
@@ -646,21 +645,20 @@ class Monitor:
                  f"after changing the model (close() the old one)")
 
     def _compute(self, instrument: ins.Instrument, steps: list[_Step], groups: list,
-                 rows: list, partials: list) -> None:
-        """One instrument's columns for `steps`, one call per group of them."""
+                 chunk) -> None:
+        """One instrument's columns for `steps`, one call per group of them (None: all)."""
         if instrument in self._off:
             return
         for group in groups:
-            chosen = [steps[i] for i in group]
+            chosen = steps if group is None else [steps[i] for i in group]
             try:
                 with torch.no_grad():
                     values = instrument.compute([s.payloads.get(instrument) for s in chosen])
             except Exception as exc:  # noqa: BLE001
                 self._stop(instrument, exc)
-                self._table.blank(rows, instrument.columns)  # NaN from the chunk's start
+                self._table.blank(chunk, instrument.columns)  # NaN from the chunk's start
                 return
-            self._table.fill([rows[i] for i in group], chosen, values,
-                             [partials[i] for i in group])
+            self._table.fill(chunk, chosen, values, group)
 
     def _dropout_rate(self) -> float:
         """The largest drop probability among the model's dropout layers that are in
@@ -778,7 +776,7 @@ def _stacking(steps: list[_Step], instrument: ins.Instrument, position: int) -> 
     (economy's unobserved ones) are left out: their columns stay NaN."""
     keys = [s.shapes[position] if instrument in s.payloads else _ABSENT for s in steps]
     if keys.count(keys[0]) == len(keys) and keys[0] is not _ABSENT:
-        return [range(len(steps))]
+        return [None]
     groups: dict = {}
     for i, key in enumerate(keys):
         if key is not _ABSENT:
