@@ -66,10 +66,11 @@ class SampleBuffers:
 
     Row i holds, interleaved: the step's gradient, the previous step's, the weights
     before and after the step, and a scratch row (see `ChainBuffers`).  Each step's
-    copies go straight into its row, through shaped views made the first time a row is
-    used (at most `chunk` + 1 sets, kept): moving them from a staging block at `record`
-    copied four model-sized rows more per observed step, the largest copy the monitor
-    made.  The row is the chunk's next free one; the previous gradient is copied a step
+    copies go straight into its row, through shaped views made for every row when the
+    monitor is made (as `ChainBuffers` does; made when first used, they cost the loop
+    more than they save within a chunk): moving the copies from a staging block at
+    `record` copied four model-sized rows more per observed step, the largest copy the
+    monitor made.  The row is the chunk's next free one; the previous gradient is copied a step
     before its row's step, and a chunk may be computed in between (a `history` read),
     so each copy remembers its row and `at_record` moves it if the step's row changed
     (rare: one more copy).  The extra row holds a step taken while its chunk was full."""
@@ -80,19 +81,19 @@ class SampleBuffers:
         self.device = device = _device(params)
         self.rows = torch.zeros(chunk + 1, 5, n, device=device)  # zeros: finite scratch
         self.row = list(self.rows.unbind(0))  # indexing a tensor costs microseconds
-        self._views: dict[int, tuple] = {}  # row -> its shaped views (see `_views_of`)
+        self._views = [self._shaped(row) for row in self.row]  # see `_views_of`
         self.previous_at = None  # the row the previous step's gradient was copied to
         self.step_at = None  # the row this step's gradient and weights were copied to
+
+    def _shaped(self, row: torch.Tensor) -> tuple:
+        grads, previous, before, after = (probes.shaped_views(part, self.params)
+                                           for part in row[:4])
+        return before + grads, after, grads, previous
 
     def _views_of(self, slot: int) -> tuple:
         """Row `slot`'s shaped views: weights before and gradient (one copy), weights
         after, gradient, previous gradient."""
-        views = self._views.get(slot)
-        if views is None:
-            grads, previous, before, after = (probes.shaped_views(part, self.params)
-                                               for part in self.row[slot][:4])
-            views = self._views[slot] = (before + grads, after, grads, previous)
-        return views
+        return self._views[slot]
 
     def before_step(self, slot: int, first: bool, grads: list[torch.Tensor]) -> None:
         self._moved(self.step_at, slot, slice(0, 4))  # a second step before one record
