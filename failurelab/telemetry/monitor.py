@@ -80,6 +80,12 @@ FORWARD_EVERY = 8
 # step's copies cost microseconds.
 PARAMETERS_EVERY_STEP = 2**18
 CHUNK_STEPS = 64  # steps whose statistics are computed together
+# ...and at least this many of the forward schedule's steps: their statistics cost some
+# fifty torch calls per chunk whatever its length, which, with 8 read steps in a chunk of
+# 64, cost the tiny MLP's loop under full 20 µs a step (5 at 32 read steps in 256).
+# At most 4 * CHUNK_STEPS steps, and memory under CHUNK_BYTES; economy, large models and
+# `forward_every=1` (the lab) keep chunks of CHUNK_STEPS.
+FORWARD_CHUNK = 32
 CHUNK_BYTES = 64 * 2**20  # ...unless their pending copies would exceed this
 GLOBAL_COLUMNS = ("step", "loss", "grad_norm", "weight_norm", "update_norm", "update_ratio",
                   "grad_cosine", "nonfinite", "zero_grad_frac", "grad_carried", "lr",
@@ -178,7 +184,9 @@ class Monitor:
         # NaN, not 1, for a model whose forward is the same in either mode: no verdict
         self._moded = any(_mode_matters(m) for m in model.modules())
         self._mode = _NAN  # 1: the model was in training mode when the optimizer stepped
-        self._chunk = max(1, min(CHUNK_STEPS, CHUNK_BYTES // (16 * _numel(self._params))))
+        forward = FORWARD_CHUNK * self._forward_every // self._interval if len(groups) > 1 else 0
+        self._chunk_steps = min(4 * CHUNK_STEPS, max(CHUNK_STEPS, forward))
+        self._chunk = max(1, min(self._chunk_steps, CHUNK_BYTES // (16 * _numel(self._params))))
         self._parameters = ins.Parameters(self._params, [n for n, _ in named], self._chunk,
                                           "layers" in groups, self._interval)
         self._handles = ([optimizer.register_step_pre_hook(_Hook(self._before_step))]
@@ -542,7 +550,7 @@ class Monitor:
             self._sized_for = shapes
             self._chunk = min(self._chunk, ins.chunk_length(payloads.values(),
                                                             _numel(self._params),
-                                                            CHUNK_STEPS, CHUNK_BYTES))
+                                                            self._chunk_steps, CHUNK_BYTES))
         self._pending.append(step)
         self._counted()
         if len(self._pending) >= self._chunk * self._interval:
