@@ -42,22 +42,34 @@ class ChainBuffers:
             _copy(self.step_rows[slot], [*self.params, *grads])
         else:
             _copy(self.grad_rows[slot + 1], grads)
+        self.step_at = slot
+
+    step_at = None  # the slot of a step taken and not yet recorded
 
     def at_record(self, slot: int, stepped: bool, grads) -> None:
         """`grads()` gives the current gradients; asked for only when no step ran."""
         if not stepped:  # no optimizer step (AMP skipped it): weights unchanged
             self.before_step(slot, True, grads())
+        self.step_at = None
 
     def columns(self, k: int, sizes, per_layer: bool) -> torch.Tensor:
-        _copy(self.weight_rows[k], self.params)  # after the chunk's last step: the current ones
+        if self.step_at != k:  # after the chunk's last step: the current weights...
+            _copy(self.weight_rows[k], self.params)
+        # ...unless a step was taken since (a `history` read between `step()` and
+        # `record`): row k already holds the weights it started from
         return probes.chained_columns(self.rows[:k + 1], sizes, per_layer)
 
     def step_grads(self, slot: int) -> torch.Tensor:
         return self.grads[slot + 1]
 
     def carry(self, k: int) -> None:
-        """After computing k rows: keep the last gradient, the next chunk's previous one."""
+        """After computing k rows: keep the last gradient, the next chunk's previous one,
+        and move the copies of a step taken but not yet recorded to the first slot."""
         self.grads[0] = self.grads[k]
+        if self.step_at == k and k:
+            self.weights[0] = self.weights[k]
+            self.grads[1] = self.grads[k + 1]
+            self.step_at = 0
 
 
 class SampleBuffers:
