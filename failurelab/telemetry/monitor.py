@@ -29,7 +29,9 @@ Each column group is an `instruments.Instrument`.  `record` only keeps cheap cop
 the statistics of up to `CHUNK_STEPS` observed steps are computed together (economy
 observes one step in ten, so its chunks span ten times as many records; on the other
 nine its hooks return at once and a row keeps only what `record` knows: the loss, the
-learning rate, whether a step ran, the extras).  Nothing the
+learning rate, whether a step ran, the extras).  Under full a chunk also holds at least
+`FORWARD_CHUNK` steps of the forward schedule where memory allows (256 steps of a tiny
+model): when its statistics are computed changes, never what a row holds.  Nothing the
 monitor does may break the loop it watches: an instrument that fails is switched off
 with one warning (`Monitor.stopped` says which, when and why) and the others go on.
 """
