@@ -100,6 +100,8 @@ def run_variant(variant: str, before: Path | None, total: int, every: int, out: 
     state = [columns.index(c) for c in STATE_COLUMNS]
     steps = [SimpleNamespace(loss=row[1], state=tuple(row[j] for j in state), extra={})
              for row in template]
+    columnar = hasattr(table_module, "Chunk")
+    recorded_columns = [list(column) for column in zip(*template, strict=True)]
     base = rss_mb()
     options = {"max_rows": 100_000} if variant == "thinned" else {}
     table = table_module.Table(columns, STATE_COLUMNS, **options)
@@ -131,10 +133,17 @@ def run_variant(variant: str, before: Path | None, total: int, every: int, out: 
     record_s, done = 0.0, 0
     while done < total:
         start = time.perf_counter()
-        rows, partials = table.new_rows(steps)
-        for row, recorded in zip(rows, template, strict=True):
-            row[2:] = recorded[2:]  # what the instruments' `fill` put there
-        table.append(rows, steps, partials, False)
+        if columnar:  # this tree's table: a chunk of columns
+            chunk = table.new_rows(steps, partials=False)
+            for j, column in enumerate(recorded_columns[2:], start=2):
+                chunk.values[j] = column  # what the instruments' `fill` put there
+            rows = range(chunk.k)
+            table.append(chunk, steps, False)
+        else:  # a table of row lists (main's, or this tree's before the Chunk)
+            rows, partials = table.new_rows(steps)
+            for row, recorded in zip(rows, template, strict=True):
+                row[2:] = recorded[2:]  # what the instruments' `fill` put there
+            table.append(rows, steps, partials, False)
         record_s += time.perf_counter() - start
         before_done, done = done, done + len(rows)
         if variant != "before" and done // every > before_done // every:

@@ -46,13 +46,13 @@ class Recorder:
             steps.append(SimpleNamespace(loss=(n * 0.618034) % 1, state=state,
                                          extra={"val_loss": 0.5} if n >= 300 and n % 7 == 0
                                          else {}))
-        rows, partials = self.table.new_rows(steps)
+        chunk = self.table.new_rows(steps)
         grad = [1 + (n * 0.4142136) % 1 for n in range(first, first + k)]
         values = {"grad_norm": grad, "update_ratio": grad,
                   "batch_size": [NAN if stopped else 64] * k, "_grad_nonfinite": [0] * k}
-        self.table.fill(rows, steps, values, partials)
-        self.table.append(rows, steps, partials, keep_partials=True)
-        self.rows += [list(r) for r in rows]
+        self.table.fill(chunk, steps, values)
+        self.table.append(chunk, steps, keep_partials=True)
+        self.rows += chunk.rows(len(self.table.columns))
 
     def reference(self) -> pd.DataFrame:
         return rebuilt(self.rows, self.table.columns)
@@ -92,9 +92,9 @@ def test_a_column_added_after_a_read_does_not_open_that_read_to_the_arrays():
     first = rec.table.frame()
     steps = [SimpleNamespace(loss=0.5, state=(0.1, 0.0, 0, 0, NAN, NAN, NAN, 0.0, NAN, 1),
                              extra={"new": 1.0})]
-    rows, partials = rec.table.new_rows(steps)
-    rec.table.append(rows, steps, partials, keep_partials=True)  # no growth, a new column
-    rec.rows += [list(r) for r in rows]
+    chunk = rec.table.new_rows(steps)
+    rec.table.append(chunk, steps, keep_partials=True)  # no growth, a new column
+    rec.rows += chunk.rows(len(rec.table.columns))
     rec.table.frame()  # read again: a frame over the arrays with the new column
     first.loc[0, "loss"] = 99.0
     first["grad_norm"] *= 0
@@ -116,10 +116,10 @@ def test_a_column_of_other_objects_gets_the_dtype_pandas_infers():
     for value in ([1, 0, 1], [True, False, True]):  # ints, then bools: object, as rebuilt
         steps = [SimpleNamespace(loss=0.5, state=(NAN, 0.0, 0, 0, NAN, NAN, NAN, 0.0, NAN, 1),
                                  extra={}) for _ in value]
-        chunk, partials = table.new_rows(steps)
-        table.fill(chunk, steps, {"flag": value}, partials)
-        table.append(chunk, steps, partials, keep_partials=False)
-        rows += [list(r) for r in chunk]
+        chunk = table.new_rows(steps)
+        table.fill(chunk, steps, {"flag": value})
+        table.append(chunk, steps, keep_partials=False)
+        rows += chunk.rows(len(table.columns))
     pd.testing.assert_frame_equal(table.frame(), rebuilt(rows, table.columns), check_exact=True)
 
 
@@ -128,9 +128,9 @@ def test_a_value_that_is_no_number_becomes_nan_not_an_error_inside_record():
     rec.chunk(3)
     steps = [SimpleNamespace(loss=0.5, state=(0.1, 0.0, 0, 0, NAN, NAN, NAN, 0.0, NAN, 1),
                              extra={}) for _ in range(2)]
-    rows, partials = rec.table.new_rows(steps)
-    rec.table.fill(rows, steps, {"grad_norm": [1.5, "oops"]}, partials)
-    rec.table.append(rows, steps, partials, keep_partials=False)
+    chunk = rec.table.new_rows(steps)
+    rec.table.fill(chunk, steps, {"grad_norm": [1.5, "oops"]})
+    rec.table.append(chunk, steps, keep_partials=False)
     assert rec.table.frame()["grad_norm"].tolist()[-2:] == [1.5, pytest.approx(NAN, nan_ok=True)]
 
 
@@ -241,9 +241,9 @@ def test_the_monitor_reads_back_its_rows_and_its_alerts_equal_full_alerts(preset
     appended = []
     append = Table.append
 
-    def keep(self, rows, *args, **kwargs):
-        append(self, rows, *args, **kwargs)
-        appended.extend(list(r) for r in rows)
+    def keep(self, chunk, *args, **kwargs):
+        append(self, chunk, *args, **kwargs)
+        appended.extend(chunk.rows(len(self.columns)))
     monkeypatch.setattr(Table, "append", keep)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))

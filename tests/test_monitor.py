@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -431,6 +432,39 @@ def test_large_inputs_reduced_in_their_hook_give_the_columns_of_keeping_them(mon
     assert kept["eval_input_shift"].notna().sum() == 6
     pd_testing = pytest.importorskip("pandas").testing
     pd_testing.assert_frame_equal(reduced, kept, check_exact=False, rtol=1e-6)
+
+
+@pytest.mark.parametrize("preset", ["full", "economy"])
+def test_a_history_read_between_step_and_record_changes_no_gradient_column(preset):
+    """A loop may read `history` after `optimizer.step()` and before `record`: the chunk
+    computed then must not take the step whose weights and gradients were just copied
+    (full used to overwrite its weights-before with the weights after it, and economy
+    copies each observed step straight into its chunk row).  Reads at observed steps,
+    at the step before one (economy's previous gradient) and at a chunk's start."""
+    torch.manual_seed(0)
+    model, twin = TwoLayer(), TwoLayer()
+    twin.load_state_dict(model.state_dict())
+    batches = _batches(90)
+
+    def rows(model, read_at):
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        with fl.Monitor(model, opt, preset=preset) as mon:
+            for step, (x, y) in enumerate(batches):
+                opt.zero_grad()
+                loss = ((model(x) - y) ** 2).mean()
+                loss.backward()
+                opt.step()
+                if step in read_at:
+                    mon.history  # noqa: B018
+                mon.record(loss)
+            return mon.history
+
+    read = rows(model, (0, 9, 10, 30, 49, 64, 65, 70))
+    unread = rows(twin, ())
+    gradient = [c for c in unread.columns if c.split("/")[0] in (
+        "grad_norm", "weight_norm", "update_norm", "update_ratio", "grad_cosine", "zero_grad_frac")]
+    assert unread["grad_norm"].notna().sum() >= 9
+    pd.testing.assert_frame_equal(read[gradient], unread[gradient], check_exact=True)
 
 
 def test_a_loss_read_later_gives_the_same_history(monkeypatch):

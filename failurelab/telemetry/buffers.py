@@ -42,66 +42,102 @@ class ChainBuffers:
             _copy(self.step_rows[slot], [*self.params, *grads])
         else:
             _copy(self.grad_rows[slot + 1], grads)
+        self.step_at = slot
+
+    step_at = None  # the slot of a step taken and not yet recorded
 
     def at_record(self, slot: int, stepped: bool, grads) -> None:
         """`grads()` gives the current gradients; asked for only when no step ran."""
         if not stepped:  # no optimizer step (AMP skipped it): weights unchanged
             self.before_step(slot, True, grads())
+        self.step_at = None
 
     def columns(self, k: int, sizes, per_layer: bool) -> torch.Tensor:
-        _copy(self.weight_rows[k], self.params)  # after the chunk's last step: the current ones
+        if self.step_at != k:  # after the chunk's last step: the current weights...
+            _copy(self.weight_rows[k], self.params)
+        # ...unless a step was taken since (a `history` read between `step()` and
+        # `record`): row k already holds the weights it started from
         return probes.chained_columns(self.rows[:k + 1], sizes, per_layer)
 
     def step_grads(self, slot: int) -> torch.Tensor:
         return self.grads[slot + 1]
 
     def carry(self, k: int) -> None:
-        """After computing k rows: keep the last gradient, the next chunk's previous one."""
+        """After computing k rows: keep the last gradient, the next chunk's previous one,
+        and move the copies of a step taken but not yet recorded to the first slot."""
         self.grads[0] = self.grads[k]
+        if self.step_at == k and k:
+            self.weights[0] = self.weights[k]
+            self.grads[1] = self.grads[k + 1]
+            self.step_at = 0
 
 
 class SampleBuffers:
-    """Economy preset: separate copies for each observed step and the one before it.
+    """Economy preset (and large models): separate copies for each observed step and
+    the one before it.
 
     Row i holds, interleaved: the step's gradient, the previous step's, the weights
-    before and after the step, and a scratch row (see `ChainBuffers`).  A step's copies
-    are first made into one staging block, whose shaped views are made once, and moved
-    into the step's row in one call when it is recorded: only one step in ten is
-    observed, so one more copy costs less than views for every row.  The previous
-    step's gradient also waits there: it may belong to the chunk before."""
+    before and after the step, and a scratch row (see `ChainBuffers`).  Each step's
+    copies go straight into its row, through shaped views made for every row when the
+    monitor is made (as `ChainBuffers` does; made when first used, they cost the loop
+    more than they save within a chunk): moving the copies from a staging block at
+    `record` copied four model-sized rows more per observed step, the largest copy the
+    monitor made.  The row is the chunk's next free one; the previous gradient is copied a step
+    before its row's step, and a chunk may be computed in between (a `history` read),
+    so each copy remembers its row and `at_record` moves it if the step's row changed
+    (rare: one more copy).  The extra row holds a step taken while its chunk was full."""
 
     def __init__(self, params: list[torch.Tensor], chunk: int):
         n = sum(p.numel() for p in params)
         self.params = params
         self.device = device = _device(params)
-        self.rows = torch.zeros(chunk, 5, n, device=device)  # zeros: finite scratch
-        self.staging = torch.zeros(4, n, device=device)  # grads, previous, before, after
-        self.grads, self.previous, self.before, self.after = (
-            probes.shaped_views(row, params) for row in self.staging)
-        self.before_and_grads = self.before + self.grads  # a step's copies, in one call
-        self.have_prev = False
+        self.rows = torch.zeros(chunk + 1, 5, n, device=device)  # zeros: finite scratch
+        self.row = list(self.rows.unbind(0))  # indexing a tensor costs microseconds
+        self._views = [self._shaped(row) for row in self.row]  # see `_views_of`
+        self.previous_at = None  # the row the previous step's gradient was copied to
+        self.step_at = None  # the row this step's gradient and weights were copied to
+
+    def _shaped(self, row: torch.Tensor) -> tuple:
+        grads, previous, before, after = (probes.shaped_views(part, self.params)
+                                           for part in row[:4])
+        return before + grads, after, grads, previous
+
+    def _views_of(self, slot: int) -> tuple:
+        """Row `slot`'s shaped views: weights before and gradient (one copy), weights
+        after, gradient, previous gradient."""
+        return self._views[slot]
 
     def before_step(self, slot: int, first: bool, grads: list[torch.Tensor]) -> None:
+        self._moved(self.step_at, slot, slice(0, 4))  # a second step before one record
+        views = self._views_of(slot)
         if first:
-            _copy(self.before_and_grads, [*self.params, *grads])
+            _copy(views[0], [*self.params, *grads])
         else:
-            _copy(self.grads, grads)
+            _copy(views[2], grads)
+        self.step_at = slot
 
-    def keep_previous(self, grads: list[torch.Tensor]) -> None:
-        _copy(self.previous, grads)
-        self.have_prev = True
+    def keep_previous(self, slot: int, grads: list[torch.Tensor]) -> None:
+        _copy(self._views_of(slot)[3], grads)
+        self.previous_at = slot
 
     def at_record(self, slot: int, stepped: bool, grads) -> None:
         """`grads()` gives the current gradients; asked for only when no step ran."""
-        staging = self.staging
-        _copy(self.after, self.params)
+        self._moved(self.step_at, slot, slice(0, 4))
+        row = self.row[slot]
+        _copy(self._views_of(slot)[1], self.params)
         if not stepped:
-            _copy(self.grads, grads())
-            staging[2] = staging[3]
-        if not self.have_prev:
-            staging[1] = _NAN  # no previous step to compare with
-        self.have_prev = False
-        self.rows[slot, :4] = staging
+            _copy(self._views_of(slot)[2], grads())
+            row[2] = row[3]
+        if self.previous_at is None:
+            row[1] = _NAN  # no previous step to compare with
+        else:
+            self._moved(self.previous_at, slot, 1)
+        self.previous_at = self.step_at = None
+
+    def _moved(self, at: int | None, slot: int, part) -> None:
+        """Copies made into row `at` belong to row `slot` (a chunk computed between)."""
+        if at is not None and at != slot:
+            self.row[slot][part] = self.row[at][part]
 
     def columns(self, k: int, sizes, per_layer: bool) -> torch.Tensor:
         return probes.sampled_columns(self.rows[:k], sizes, per_layer)

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
 
@@ -138,7 +139,7 @@ class Parameters(Instrument):
         if observed:
             self._copy(self.buffers.before_step, self.filled, first, slot=self.filled)
         elif phase_last:  # economy: keep g_{t-1} for step t's cosine
-            self._copy(self.buffers.keep_previous)
+            self._copy(self.buffers.keep_previous, self.filled)
 
     def _copy(self, into, *args, slot: int | None = None) -> None:
         """`into(*args, grads)`; a sparse gradient's absent entries count for `slot`."""
@@ -162,33 +163,42 @@ class Parameters(Instrument):
 
     def compute(self, slots: list):
         """The columns of a whole chunk: its observed steps fill slots 0..k-1, and the
-        weights now are those after its last step."""
+        weights now are those after its last step.  Column by column (see table)."""
         k = sum(slot is not None for slot in slots)
         self.filled = 0
         if not k:
             return {}
         self._refresh()
         with torch.no_grad():
-            values = self.buffers.columns(k, self.sizes, self.per_layer).tolist()
+            table = self.buffers.columns(k, self.sizes, self.per_layer)
+            columns = table.T.tolist()  # one list of k values per column
             broken = {slot: probes.broken_entries(self.buffers.step_grads(slot))
-                      for slot, v in enumerate(values) if not math.isfinite(v[0])}
+                      for slot, norm in enumerate(columns[0]) if not math.isfinite(norm)}
             self.buffers.carry(k)
         absent, self.absent = self.absent, {}
         bad = [0] * k
-        zero_frac = self.computed.index("zero_grad_frac")  # read by name, not by place
+        zero = columns[self.computed.index("zero_grad_frac")]  # read by name, not by place
         for slot in broken.keys() | absent.keys():  # rare: recount this step's zeros
-            v = values[slot] = list(values[slot])
-            bad[slot], v[zero_frac] = broken.get(slot, (0, v[zero_frac]))
+            bad[slot], zero[slot] = broken.get(slot, (0, zero[slot]))
             if slot in absent:  # a sparse gradient's absent rows are not zeros
                 n, gone = self.buffers.step_grads(slot).numel(), absent[slot]
                 zeros = int((self.buffers.step_grads(slot) == 0).sum()) - gone
-                v[zero_frac] = zeros / (n - gone) if n > gone else _NAN
-        nan = [_NAN] * len(values[0])  # economy: for the steps it does not observe
-        values = [values[slot] if slot is not None else nan for slot in slots]
-        bad = [bad[slot] if slot is not None else _NAN for slot in slots]
-        out = dict(zip(self.computed, zip(*values, strict=True), strict=True))
-        out["_grad_nonfinite"] = bad
+                zero[slot] = zeros / (n - gone) if n > gone else _NAN
+        columns.append(bad)
+        if k < len(slots) or any(slot != i for i, slot in enumerate(slots)):
+            columns = _spread_slots(columns, slots)  # economy: NaN for the steps not observed
+        out = dict(zip(self.computed, columns, strict=False))
+        out["_grad_nonfinite"] = columns[-1]
         return out
+
+
+def _spread_slots(columns: list[list], slots: list) -> list[list]:
+    """Columns of one value per slot → one value per step (`slots[i]`: step i's slot,
+    None: not observed, NaN), in one numpy assignment rather than a loop per value."""
+    where = [i for i, slot in enumerate(slots) if slot is not None]
+    spread = np.full((len(columns), len(slots)), _NAN)
+    spread[:, where] = np.array(columns, dtype=np.float64)[:, [slots[i] for i in where]]
+    return spread.tolist()
 
 
 def model_input(args: tuple, kwargs: dict) -> torch.Tensor | None:

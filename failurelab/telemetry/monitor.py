@@ -29,7 +29,9 @@ Each column group is an `instruments.Instrument`.  `record` only keeps cheap cop
 the statistics of up to `CHUNK_STEPS` observed steps are computed together (economy
 observes one step in ten, so its chunks span ten times as many records; on the other
 nine its hooks return at once and a row keeps only what `record` knows: the loss, the
-learning rate, whether a step ran, the extras).  Nothing the
+learning rate, whether a step ran, the extras).  Under full a chunk also holds at least
+`FORWARD_CHUNK` steps of the forward schedule where memory allows (256 steps of a tiny
+model): when its statistics are computed changes, never what a row holds.  Nothing the
 monitor does may break the loop it watches: an instrument that fails is switched off
 with one warning (`Monitor.stopped` says which, when and why) and the others go on.
 """
@@ -80,6 +82,12 @@ FORWARD_EVERY = 8
 # step's copies cost microseconds.
 PARAMETERS_EVERY_STEP = 2**18
 CHUNK_STEPS = 64  # steps whose statistics are computed together
+# ...and at least this many of the forward schedule's steps: their statistics cost some
+# fifty torch calls per chunk whatever its length, which, with 8 read steps in a chunk of
+# 64, cost the tiny MLP's loop under full 20 µs a step (5 at 32 read steps in 256).
+# At most 4 * CHUNK_STEPS steps, and memory under CHUNK_BYTES; economy, large models and
+# `forward_every=1` (the lab) keep chunks of CHUNK_STEPS.
+FORWARD_CHUNK = 32
 CHUNK_BYTES = 64 * 2**20  # ...unless their pending copies would exceed this
 GLOBAL_COLUMNS = ("step", "loss", "grad_norm", "weight_norm", "update_norm", "update_ratio",
                   "grad_cosine", "nonfinite", "zero_grad_frac", "grad_carried", "lr",
@@ -178,7 +186,9 @@ class Monitor:
         # NaN, not 1, for a model whose forward is the same in either mode: no verdict
         self._moded = any(_mode_matters(m) for m in model.modules())
         self._mode = _NAN  # 1: the model was in training mode when the optimizer stepped
-        self._chunk = max(1, min(CHUNK_STEPS, CHUNK_BYTES // (16 * _numel(self._params))))
+        forward = FORWARD_CHUNK * self._forward_every // self._interval if len(groups) > 1 else 0
+        self._chunk_steps = min(4 * CHUNK_STEPS, max(CHUNK_STEPS, forward))
+        self._chunk = max(1, min(self._chunk_steps, CHUNK_BYTES // (16 * _numel(self._params))))
         self._parameters = ins.Parameters(self._params, [n for n, _ in named], self._chunk,
                                           "layers" in groups, self._interval)
         self._handles = ([optimizer.register_step_pre_hook(_Hook(self._before_step))]
@@ -244,6 +254,7 @@ class Monitor:
             warn("this model already has a Monitor that was not closed (a re-run cell?): its "
                  "hooks still run and cost time; close() it, or use `with Monitor(...)`")
         _ATTACHED[model] = weakref.ref(self)
+        self._quiet = False  # is the next step one economy does not observe (`_counted`)?
         self._arm(True)  # step 0 is read
 
     def _arm(self, on: bool) -> None:
@@ -305,8 +316,15 @@ class Monitor:
 
     # --- hooks: each one guarded, so no failure reaches the user's loop ---------------
     def _before_step(self, optimizer, args, kwargs):
+        if self._quiet:  # a step economy does not observe: what its row needs, no more
+            self._forward_seen = False
+            if self._moded:
+                self._mode = 1.0 if self._model.training else 0.0
+            self._lr = ins.first_lr(optimizer)
+            self._stepped = True
+            return None
         closure = kwargs.get("closure", args[1] if len(args) > 1 else None)  # args[0]: optimizer
-        if closure is not None and not self._unobserved():
+        if closure is not None:
             return self._closure_step(optimizer, closure, args, kwargs)
         self._observe_step(optimizer)
         return None
@@ -461,6 +479,16 @@ class Monitor:
         phase = self._count % self._interval
         return 0 < phase < self._interval - 1
 
+    def _counted(self) -> None:
+        """One more step recorded: attach or remove what the next one needs.  Checked
+        once here, not in each hook: on a tiny model every line the monitor runs per
+        step is a measurable share of the step."""
+        self._count += 1
+        self._quiet = self._unobserved()
+        if self._forward_hooks:
+            self._arm(not self._count % self._forward_every)
+        self._arm_watch(not self._count % self._interval)
+
     def _unbatched(self) -> bool:
         """Is the current input one unbatched sample (1-D)?  Its forward tensors are
         then read as a batch of one."""
@@ -500,7 +528,6 @@ class Monitor:
         finite = not isinstance(loss_value, float) or math.isfinite(loss_value)
         if (stepped and self._pending and self._count % self._interval
                 and (finite or self._inputs is None)):
-            self._unread_inputs.clear()
             self._record_unobserved(loss, loss_value, extra)
             return
         if not stepped:
@@ -525,11 +552,9 @@ class Monitor:
             self._sized_for = shapes
             self._chunk = min(self._chunk, ins.chunk_length(payloads.values(),
                                                             _numel(self._params),
-                                                            CHUNK_STEPS, CHUNK_BYTES))
+                                                            self._chunk_steps, CHUNK_BYTES))
         self._pending.append(step)
-        self._count += 1
-        self._arm(not self._count % self._forward_every)
-        self._arm_watch(not self._count % self._interval)
+        self._counted()
         if len(self._pending) >= self._chunk * self._interval:
             self._flush()
 
@@ -547,18 +572,19 @@ class Monitor:
         unoptimized = sum(p.grad is not None for p in self._unoptimized) if self._unoptimized else 0
         state = (self._lr, self._lowp, unoptimized, 0, _NAN, _NAN, _NAN, self._frozen,
                  self._mode, 0.0)
-        payloads = {}
-        if self._inputs is not None and self._eval_inputs not in self._off:
-            try:  # an evaluation since the last record belongs to this row
-                payloads[self._eval_inputs] = self._eval_inputs.take(False)
-            except Exception as exc:  # noqa: BLE001
-                self._stop(self._eval_inputs, exc)
-        self._pending.append(_Step(loss_value, payloads, state, extra, self._pending[0].shapes))
-        self._count += 1
-        if self._forward_hooks:
-            self._arm(not self._count % self._forward_every)
-        self._arm_watch(not self._count % self._interval)
-        if len(self._pending) >= self._chunk * self._interval:
+        payloads = _NO_PAYLOADS  # shared, never written: economy has no forward instruments
+        if self._inputs is not None:
+            self._unread_inputs.clear()
+            if self._eval_inputs not in self._off:
+                payloads = {}
+                try:  # an evaluation since the last record belongs to this row
+                    payloads[self._eval_inputs] = self._eval_inputs.take(False)
+                except Exception as exc:  # noqa: BLE001
+                    self._stop(self._eval_inputs, exc)
+        pending = self._pending
+        pending.append(_Step(loss_value, payloads, state, extra, pending[0].shapes))
+        self._counted()
+        if len(pending) >= self._chunk * self._interval:
             self._flush()
 
     def _take(self, stepped: bool, forward: bool) -> tuple[dict, tuple]:
@@ -600,12 +626,11 @@ class Monitor:
             return
         self._check_parameters()
         _read_losses(steps)
-        rows, partials = self._table.new_rows(steps)
-        self._compute(self._parameters, steps, [range(len(steps))], rows, partials)
+        chunk = self._table.new_rows(steps, partials=self._world > 1)
+        self._compute(self._parameters, steps, [None], chunk)
         for position, instrument in enumerate(self._hooked):
-            self._compute(instrument, steps, _stacking(steps, instrument, position), rows,
-                          partials)
-        self._table.append(rows, steps, partials, keep_partials=self._world > 1)
+            self._compute(instrument, steps, _stacking(steps, instrument, position), chunk)
+        self._table.append(chunk, steps, keep_partials=self._world > 1)
 
     def _check_parameters(self) -> None:
         """Once per chunk: are the model's trainable parameters still the ones the
@@ -630,21 +655,20 @@ class Monitor:
                  f"after changing the model (close() the old one)")
 
     def _compute(self, instrument: ins.Instrument, steps: list[_Step], groups: list,
-                 rows: list, partials: list) -> None:
-        """One instrument's columns for `steps`, one call per group of them."""
+                 chunk) -> None:
+        """One instrument's columns for `steps`, one call per group of them (None: all)."""
         if instrument in self._off:
             return
         for group in groups:
-            chosen = [steps[i] for i in group]
+            chosen = steps if group is None else [steps[i] for i in group]
             try:
                 with torch.no_grad():
                     values = instrument.compute([s.payloads.get(instrument) for s in chosen])
             except Exception as exc:  # noqa: BLE001
                 self._stop(instrument, exc)
-                self._table.blank(rows, instrument.columns)  # NaN from the chunk's start
+                self._table.blank(chunk, instrument.columns)  # NaN from the chunk's start
                 return
-            self._table.fill([rows[i] for i in group], chosen, values,
-                             [partials[i] for i in group])
+            self._table.fill(chunk, chosen, values, group)
 
     def _dropout_rate(self) -> float:
         """The largest drop probability among the model's dropout layers that are in
@@ -752,6 +776,7 @@ def _nothing(*args) -> None:
 
 
 _ABSENT = object()  # a step that has no payload of an instrument
+_NO_PAYLOADS: dict = {}  # the payloads of a step no instrument observed (never written)
 _ATTACHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its monitor
 
 
@@ -761,7 +786,7 @@ def _stacking(steps: list[_Step], instrument: ins.Instrument, position: int) -> 
     (economy's unobserved ones) are left out: their columns stay NaN."""
     keys = [s.shapes[position] if instrument in s.payloads else _ABSENT for s in steps]
     if keys.count(keys[0]) == len(keys) and keys[0] is not _ABSENT:
-        return [range(len(steps))]
+        return [None]
     groups: dict = {}
     for i, key in enumerate(keys):
         if key is not _ABSENT:
