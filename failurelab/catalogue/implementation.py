@@ -304,10 +304,11 @@ INVERTED_PADDING_MASK = Fault(
     edit=(Set("mask_inverted", True),),
     repair=(Set("mask_inverted", False),),
     probe=(Set("mask_padding", False),),
-    # the loop's own mask, inverted: a mask that hid the real tokens now hides the
-    # padding and the loss falls; a right one now hides the real tokens, and it rises
-    confirm=((O("padding_masked", "present"), O("gain[mask_inverted]", "better")),),
-    refute=(O("gain[mask_inverted]", "worse"),),
+    # the mask hides varied tokens and lets one repeated token through (the mechanism,
+    # seen on the loop's own first batch); inverting it then hides the padding, and the
+    # loss falls
+    confirm=((O("padding_hides_tokens", "present"), O("gain[mask_inverted]", "better")),),
+    refute=(O("padding_hides_tokens", "absent"),),
     instrument="padding",
     signature=Signature((
         C("pad_attention_median", ">=", 0.9, "median attention on pads",

@@ -106,12 +106,16 @@ def _distinct(batches) -> list:
     return list(seen.values())
 
 
-def padding_masked(parts: Parts) -> float:
-    """1 when one step of the user's loop, on a fresh model and the first batch, hands
-    an attention module (nn.MultiheadAttention, also inside nn.Transformer* layers) a
-    key-padding mask; 0 when it has such modules and hands them none; NaN without them
-    or when the step fails.  The loop's own step is run because the mask is often made
-    there (from the batch), not by the model from its inputs."""
+def padding_hides_tokens(parts: Parts) -> float:
+    """Does the key-padding mask the loop hands an attention module hide the padding?
+    One step of the user's loop on a fresh model and the first batch: the model's
+    token-id input (an integer tensor of the mask's shape) against the first mask an
+    nn.MultiheadAttention (also inside nn.Transformer* layers) receives.  1 when the
+    keys it hides hold varied tokens and the ones it lets through one repeated token
+    (the mask is inverted: the padding attended, the text hidden); 0 when the keys it
+    hides hold one repeated token, the padding; NaN when there is no such mask or input,
+    the batch has no padding, or the step fails.  The user's own step is run because
+    the mask is often made there, from the batch, not by the model."""
     try:
         with warnings.catch_warnings(), torch.random.fork_rng():
             warnings.simplefilter("ignore")
@@ -119,9 +123,10 @@ def padding_masked(parts: Parts) -> float:
             attention = [m for m in model.modules() if isinstance(m, torch.nn.MultiheadAttention)]
             if not attention:
                 return math.nan
-            seen = []
-            handles = [m.register_forward_pre_hook(_note_mask(seen), with_kwargs=True)
-                       for m in attention]
+            tokens, masks = [], []
+            handles = [model.register_forward_pre_hook(_note_tokens(tokens), with_kwargs=True)]
+            handles += [m.register_forward_pre_hook(_note_mask(masks), with_kwargs=True)
+                        for m in attention]
             try:
                 parts.step(model, optimizer, parts.batches[0])
             finally:
@@ -129,7 +134,31 @@ def padding_masked(parts: Parts) -> float:
                     h.remove()
     except Exception:  # noqa: BLE001 - the user's step failed: not measured
         return math.nan
-    return float(any(seen))
+    if not tokens or not masks or tokens[0].shape != masks[0].shape:
+        return math.nan
+    return _hides_text(tokens[0], masks[0])
+
+
+def _hides_text(tokens: torch.Tensor, mask: torch.Tensor) -> float:
+    hidden = mask if mask.dtype == torch.bool else mask == float("-inf")
+    if not bool(hidden.any()) or bool(hidden.all()):
+        return math.nan  # no padding in the batch, or nothing to compare it with
+    hidden_kinds = tokens[hidden].unique().numel()
+    shown_kinds = tokens[~hidden].unique().numel()
+    if hidden_kinds == 1 and shown_kinds > 1:
+        return 0.0
+    if shown_kinds == 1 and hidden_kinds > 1:
+        return 1.0
+    return math.nan
+
+
+def _note_tokens(seen: list):
+    def note(module, args, kwargs):
+        first = args[0] if args else next(iter(kwargs.values()), None)
+        if not seen and isinstance(first, torch.Tensor) and not first.is_floating_point() \
+                and first.dim() == 2:
+            seen.append(first.detach())
+    return note
 
 
 def key_padding_mask(args: tuple, kwargs: dict) -> torch.Tensor | None:
@@ -140,7 +169,9 @@ def key_padding_mask(args: tuple, kwargs: dict) -> torch.Tensor | None:
 
 def _note_mask(seen: list):
     def note(module, args, kwargs):
-        seen.append(key_padding_mask(args, kwargs) is not None)
+        mask = key_padding_mask(args, kwargs)
+        if mask is not None:
+            seen.append(mask.detach())
     return note
 
 

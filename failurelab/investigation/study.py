@@ -132,7 +132,7 @@ def part_checks(parts) -> dict[str, float]:
             "targets_misshaped": checks.targets_misshaped(parts),
             "output_activation": activation, "output_probabilities": probabilities,
             "batches_one_class": checks.batches_one_class(parts, ONE_CLASS),
-            "padding_masked": checks.padding_masked(parts)}
+            "padding_hides_tokens": checks.padding_hides_tokens(parts)}
 
 
 def _try_build(parts) -> None:

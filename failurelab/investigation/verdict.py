@@ -43,12 +43,10 @@ class Judgement:
 
 
 # Premises that, measured before any arm runs, propose their causes even on a curve that
-# looks healthy (a run on raw pixels may still converge): healthy loops show none of them,
-# but for `padding_masked`, which every masked attention loop shows - its one arm
-# (mask_inverted) settles the question either way, and a loop that hides its real tokens
-# can look healthy while it learns from the padding.
+# looks healthy (a run on raw pixels may still converge; a loop that hides its real
+# tokens learns a little from where the padding sits): healthy loops show none of them.
 PROPOSING = ("inputs_unscaled", "weights_above_default", "weights_below_default",
-             "nonfinite_inputs", "batches_one_class", "padding_masked")
+             "nonfinite_inputs", "batches_one_class", "padding_hides_tokens")
 
 
 def hypotheses(diagnosis, faults: dict, premises: dict | None = None) -> list[Hypothesis]:
