@@ -188,3 +188,16 @@ def test_quantity_needs_nothing_beyond_what_it_declares(name):
 
 def test_the_synthetic_history_holds_only_declared_columns():
     assert [c for c in synthetic().columns if columns.group_of(c) is None] == []
+
+
+def test_input_scale_spread_reads_only_batches_large_enough_to_estimate_a_spread():
+    """A per-feature std from 2 samples is one difference: thousands of features of one
+    scale read 100x apart by chance.  Such batches are left out; none left: NaN."""
+    from failurelab.evidence.quantities import SPREAD_BATCH, input_scale_spread
+
+    h = synthetic()
+    h["input_std_ratio"] = np.where(STEP < 30, 5000.0, 2.0)
+    h["batch_size"] = np.where(STEP < 30, SPREAD_BATCH - 1, SPREAD_BATCH)
+    assert input_scale_spread(h) == 2.0
+    h["batch_size"] = 2.0
+    assert math.isnan(input_scale_spread(h))

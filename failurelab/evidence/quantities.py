@@ -30,6 +30,13 @@ EARLY = 0.05  # the first 5% of the steps (at least MIN_WINDOW) is "the start"
 LATE = 0.2  # the last 20% of the steps is "the end"
 OUTPUT_SAME = 1e-3  # relative: two instruments' std of one tensor agree to float rounding
 MIN_WINDOW = 5
+# A feature's std estimated from n samples falls below a tenth of its true value with a
+# chance of order 10^-(n-1): from a batch of 2 (one difference) a few features in every
+# thousand do, so thousands of features of one scale (pixels) read 100x or more apart
+# by chance alone (a simulation: median 1.4e4 at 3072 features); from 8 samples the
+# ratio among 3072 equally scaled features stays under 15.  Smaller batches say nothing
+# about the features' relative scales.
+SPREAD_BATCH = 8
 
 
 def _finite(s: pd.Series) -> pd.Series:
@@ -499,8 +506,15 @@ def input_magnitude(h):
 
 def input_scale_spread(h):
     """Median ratio of the largest to the smallest per-feature std in a batch (1 for
-    token ids, which have no feature scales to mismatch)."""
-    return 1.0 if input_is_tokens(h) == 1.0 else _median(_column(h, "input_std_ratio"))
+    token ids, which have no feature scales to mismatch), over the batches of at least
+    SPREAD_BATCH samples; NaN when there are none (see SPREAD_BATCH)."""
+    if input_is_tokens(h) == 1.0:
+        return 1.0
+    ratio = _column(h, "input_std_ratio")
+    sizes = _column(h, "batch_size")
+    if ratio is not None and sizes is not None:
+        ratio = ratio[sizes.to_numpy(dtype=float) >= SPREAD_BATCH]
+    return _median(ratio)
 
 
 def eval_input_shift(h):
@@ -1096,7 +1110,8 @@ DECLARED = (
     declare(dead_end, ("act_mean/", "dead_frac/"), "activations"),
     declare(input_absmax, ("input_absmax",), "inputs"),
     declare(input_magnitude, ("input_absmax", "input_std_ratio"), "inputs"),
-    declare(input_scale_spread, ("input_absmax", "input_std_ratio"), "inputs"),
+    declare(input_scale_spread, ("input_absmax", "input_std_ratio"), "inputs",
+            optional=("batch_size",)),
     declare(eval_input_shift, ("eval_input_shift",), "eval_inputs"),
     declare(batch_size_median, ("batch_size",), "batches"),
     declare(input_is_tokens, ("input_absmax", "input_std_ratio"), "inputs", binary=True),
