@@ -114,7 +114,7 @@ def _expected() -> dict[str, float]:
         "saturation_start": 0.05, "dead_start": DEAD[0], "dead_end": np.median(DEAD[-TAIL:]),
         "input_absmax": 3.0, "input_magnitude": 3.0, "input_scale_spread": 2.0,
         "eval_input_shift": 0.1, "batch_size_median": 32.0, "input_is_tokens": 0.0,
-        "output_scale_start": 0.5, "output_grad_zero_median": 0.03,
+        "output_scale_start": 0.5, "output_gain_start": 0.5 / 3.0, "output_grad_zero_median": 0.03,
         "output_grad_floor": 1e-9, "output_prob_share": 0.0, "output_logprob_share": 0.0,
         "soft_target_share": 0.0, "loss_vs_output_ce": 0.0, "loss_vs_softmax_twice": 1.0,
         "output_relu_share": 0.5, "output_saturated_end": 0.05, "output_softmax_share": 1.0,

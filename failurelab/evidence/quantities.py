@@ -536,6 +536,17 @@ def output_scale_start(h):
     return _stat(_column(h, "output_std"), _first)
 
 
+def output_gain_start(h):
+    """Std of the model's outputs on the first batch over the largest |input| of the run
+    (NaN for token ids, whose size is a vocabulary's): a fan-in scaled initialisation
+    (PyTorch's default, Kaiming, Xavier) keeps each layer's output within the scale of
+    its input, and the largest |input| bounds the inputs' scale from above, so an output
+    std beyond it was made by the weights; one under it may have been carried in by
+    inputs in raw units (55 F temperatures give a fresh forecaster outputs of std 10)."""
+    out, largest = output_scale_start(h), input_magnitude(h)
+    return out / largest if largest > 0 else NAN
+
+
 def output_grad_zero_median(h):
     """Median share of exactly-zero entries in the gradient arriving at the model's
     output.  In float32 only perfectly fitted samples give exact zeros (~3%); in
@@ -1116,6 +1127,7 @@ DECLARED = (
     declare(batch_size_median, ("batch_size",), "batches"),
     declare(input_is_tokens, ("input_absmax", "input_std_ratio"), "inputs", binary=True),
     declare(output_scale_start, ("output_std",), "outputs"),
+    declare(output_gain_start, ("output_std", "input_absmax", "input_std_ratio"), "outputs"),
     declare(output_grad_zero_median, ("output_grad_zero_frac",), "output_gradient"),
     declare(output_grad_floor, ("output_grad_min",), "output_gradient"),
     declare(output_prob_share, ("output_prob_frac",), "outputs"),
