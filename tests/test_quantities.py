@@ -114,7 +114,7 @@ def _expected() -> dict[str, float]:
         "saturation_start": 0.05, "dead_start": DEAD[0], "dead_end": np.median(DEAD[-TAIL:]),
         "input_absmax": 3.0, "input_magnitude": 3.0, "input_scale_spread": 2.0,
         "eval_input_shift": 0.1, "batch_size_median": 32.0, "input_is_tokens": 0.0,
-        "output_scale_start": 0.5, "output_grad_zero_median": 0.03,
+        "output_scale_start": 0.5, "output_gain_start": 0.5 / 3.0, "output_grad_zero_median": 0.03,
         "output_grad_floor": 1e-9, "output_prob_share": 0.0, "output_logprob_share": 0.0,
         "soft_target_share": 0.0, "loss_vs_output_ce": 0.0, "loss_vs_softmax_twice": 1.0,
         "softmax_twice_fit": 2.0 ** -23,  # exactly the plain CE: its distance is rounding
@@ -189,3 +189,16 @@ def test_quantity_needs_nothing_beyond_what_it_declares(name):
 
 def test_the_synthetic_history_holds_only_declared_columns():
     assert [c for c in synthetic().columns if columns.group_of(c) is None] == []
+
+
+def test_input_scale_spread_reads_only_batches_large_enough_to_estimate_a_spread():
+    """A per-feature std from 2 samples is one difference: thousands of features of one
+    scale read 100x apart by chance.  Such batches are left out; none left: NaN."""
+    from failurelab.evidence.quantities import SPREAD_BATCH, input_scale_spread
+
+    h = synthetic()
+    h["input_std_ratio"] = np.where(STEP < 30, 5000.0, 2.0)
+    h["batch_size"] = np.where(STEP < 30, SPREAD_BATCH - 1, SPREAD_BATCH)
+    assert input_scale_spread(h) == 2.0
+    h["batch_size"] = 2.0
+    assert math.isnan(input_scale_spread(h))

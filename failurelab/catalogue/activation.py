@@ -188,6 +188,17 @@ BAD_INIT = Fault(
                  "地一开始就可能性高出 e^3 = 20x"),
         INPUTS_SCALED,
         INPUTS_SMALL,
+        C("output_gain_start", ">=", 0.5, "logit std at step 0 over the largest |input|",
+          "the weights amplified the inputs: PyTorch's default init gives a layer's "
+          "output 0.58 of its input's rms (1/sqrt 3), less after each ReLU layer, and "
+          "the rms is at most the largest |input| (the lab's baseline: 0.02; its 10x "
+          "init: 3); oversized outputs below that were carried in by inputs in raw "
+          "units, which are then the cause (checked for inputs that are numbers)",
+          required=False,
+          label_zh="第 0 步 logit 标准差与最大输入绝对值之比",
+          why_zh="是权重放大了输入：PyTorch 的默认初始化让一层的输出为其输入均方根的 0.58（1/sqrt 3），每经过一个"
+                 " ReLU 层还会更小，而均方根至多等于最大的输入绝对值（实验室基线：0.02；初始化大 10 倍时：3）；"
+                 "低于这个比例的过大输出是原始单位的输入带进来的，那时原因在输入（只对数值输入检查）"),
     ), "the model starts out confidently wrong - check the initialisation scale",
        verdict_zh="模型一开始就自信地犯错：检查初始化尺度"),
     outcome=Signature((

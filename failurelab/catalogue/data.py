@@ -595,6 +595,10 @@ VAL_NOT_NORMALIZED = Fault(
     confirm=(O("val_inputs_shifted", "present"),),
     refute=(O("val_inputs_shifted", "absent"),),
     instrument="eval_inputs",
+    # inputs whole training stds away are extrapolated, and the extrapolation grows with
+    # the weights as training fits its own set: the validation loss climbs while the
+    # training loss falls for that reason alone, which is overfitting's evidence
+    explains=("overfitting",),
     signature=Signature((
         C("eval_input_shift", ">=", 2.0, "evaluation-input shift, in training std",
           "a feature's mean over the evaluation inputs sits two training standard "

@@ -35,6 +35,13 @@ MIN_WINDOW = 5
 # target_share can no longer tell a broadcast loss from a diverging one.
 TARGETS_VISIBLE = 100.0
 FLOAT32_ROUNDING = 2.0 ** -23  # float32's relative rounding: two equal losses differ by this
+# A feature's std estimated from n samples falls below a tenth of its true value with a
+# chance of order 10^-(n-1): from a batch of 2 (one difference) a few features in every
+# thousand do, so thousands of features of one scale (pixels) read 100x or more apart
+# by chance alone (a simulation: median 1.4e4 at 3072 features); from 8 samples the
+# ratio among 3072 equally scaled features stays under 15.  Smaller batches say nothing
+# about the features' relative scales.
+SPREAD_BATCH = 8
 
 
 def _finite(s: pd.Series) -> pd.Series:
@@ -504,8 +511,15 @@ def input_magnitude(h):
 
 def input_scale_spread(h):
     """Median ratio of the largest to the smallest per-feature std in a batch (1 for
-    token ids, which have no feature scales to mismatch)."""
-    return 1.0 if input_is_tokens(h) == 1.0 else _median(_column(h, "input_std_ratio"))
+    token ids, which have no feature scales to mismatch), over the batches of at least
+    SPREAD_BATCH samples; NaN when there are none (see SPREAD_BATCH)."""
+    if input_is_tokens(h) == 1.0:
+        return 1.0
+    ratio = _column(h, "input_std_ratio")
+    sizes = _column(h, "batch_size")
+    if ratio is not None and sizes is not None:
+        ratio = ratio[sizes.to_numpy(dtype=float) >= SPREAD_BATCH]
+    return _median(ratio)
 
 
 def eval_input_shift(h):
@@ -525,6 +539,17 @@ def output_scale_start(h):
     """Std of the model's outputs (logits) on the first batch: a well-scaled
     initialisation starts near neutral predictions, std ~1 or less."""
     return _stat(_column(h, "output_std"), _first)
+
+
+def output_gain_start(h):
+    """Std of the model's outputs on the first batch over the largest |input| of the run
+    (NaN for token ids, whose size is a vocabulary's): a fan-in scaled initialisation
+    (PyTorch's default, Kaiming, Xavier) keeps each layer's output within the scale of
+    its input, and the largest |input| bounds the inputs' scale from above, so an output
+    std beyond it was made by the weights; one under it may have been carried in by
+    inputs in raw units (55 F temperatures give a fresh forecaster outputs of std 10)."""
+    out, largest = output_scale_start(h), input_magnitude(h)
+    return out / largest if largest > 0 else NAN
 
 
 def output_grad_zero_median(h):
@@ -1131,11 +1156,13 @@ DECLARED = (
     declare(dead_end, ("act_mean/", "dead_frac/"), "activations"),
     declare(input_absmax, ("input_absmax",), "inputs"),
     declare(input_magnitude, ("input_absmax", "input_std_ratio"), "inputs"),
-    declare(input_scale_spread, ("input_absmax", "input_std_ratio"), "inputs"),
+    declare(input_scale_spread, ("input_absmax", "input_std_ratio"), "inputs",
+            optional=("batch_size",)),
     declare(eval_input_shift, ("eval_input_shift",), "eval_inputs"),
     declare(batch_size_median, ("batch_size",), "batches"),
     declare(input_is_tokens, ("input_absmax", "input_std_ratio"), "inputs", binary=True),
     declare(output_scale_start, ("output_std",), "outputs"),
+    declare(output_gain_start, ("output_std", "input_absmax", "input_std_ratio"), "outputs"),
     declare(output_grad_zero_median, ("output_grad_zero_frac",), "output_gradient"),
     declare(output_grad_floor, ("output_grad_min",), "output_gradient"),
     declare(output_prob_share, ("output_prob_frac",), "outputs"),
