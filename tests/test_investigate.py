@@ -536,3 +536,54 @@ def test_a_mask_that_hides_the_real_tokens_is_named_and_a_right_one_is_not(flip)
     else:
         assert inv.top is None and inv.healthy, inv.text()
         assert set(inv.experiments["arm"]) == {"baseline", "repeat"}
+
+
+# --- probabilities out of the model: squashed twice, or compared as they are ------------------
+
+def _head_parts(head, targets, loss):
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(256, 8, generator=g)
+    y = {"classes": (X[:, 0] > 0).long() + (X[:, 1] > 0).long(),
+         "values": 2 + 18 * torch.rand(256, generator=g) + 3 * X[:, 0]}[targets]
+
+    def step(model, optimizer, batch):
+        x, t = batch
+        optimizer.zero_grad()
+        value = loss(model(x), t)
+        value.backward()
+        optimizer.step()
+        return value
+    return dict(model=lambda: nn.Sequential(nn.Linear(8, 32), nn.ReLU(), *head()),
+                optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=1e-2),
+                batches=[(X[i:i + 32], y[i:i + 32]) for i in range(0, 256, 32)], step=step,
+                loss=loss, steps=150, seed=0)
+
+
+def _mse(out, t):
+    return nn.functional.mse_loss(out.squeeze(-1), t)
+
+
+def test_a_sigmoid_under_an_mse_is_its_range_and_a_softmax_under_cross_entropy_twice():
+    """Both models end in a probability module and both improve when it is passed by;
+    what the loss does with the probabilities tells the causes apart: the cross-entropy
+    squashes them again (wrong_loss), the MSE compares them with targets from 2 to 20
+    that they cannot reach (output_activation_mismatch)."""
+    from failurelab.investigation import checks
+
+    def softmax_head():
+        return nn.Linear(32, 3), nn.Softmax(1)
+
+    def sigmoid_head():
+        return nn.Linear(32, 1), nn.Sigmoid()
+
+    twice = _head_parts(softmax_head, "classes", nn.functional.cross_entropy)
+    ranged = _head_parts(sigmoid_head, "values", _mse)
+    in_loss = _head_parts(lambda: (nn.Linear(32, 3),), "classes",
+                          lambda out, t: nn.functional.cross_entropy(out.softmax(1), t))
+    assert checks.loss_takes_logits(make_parts(**twice)) == 1.0
+    assert checks.loss_takes_logits(make_parts(**in_loss)) == 1.0
+    assert checks.loss_takes_logits(make_parts(**ranged)) == 0.0
+    assert _investigate(**twice).top == "wrong_loss"
+    inv = _investigate(**ranged)
+    assert inv.top == "output_activation_mismatch", inv.text()
+    assert inv.effects["gain[output_identity]"] > ex.CLEAR

@@ -331,7 +331,11 @@ OUTPUT_ACTIVATION_MISMATCH = Fault(
     # A model whose output cannot reach its targets learns nothing, which shuffled
     # labels' route reads too (so_48221692: the training loss above the validation loss
     # by the two splits' target spread alone).
-    confirm=((O("gain[output_identity]", "better"), O("output_activation", "present")),),
+    confirm=((O("gain[output_identity]", "better"), O("output_activation", "present")),
+             # probabilities compared by a loss that reads them as they are (an MSE on a
+             # sigmoid's or a softmax's output): their range, not a second squashing
+             (O("gain[output_identity]", "better"), O("output_probabilities", "present"),
+              O("loss_takes_logits", "absent"))),
     refute=(O("gain[output_identity]", "worse"),),
     explains=("wrong_loss", "zero_grad_misplaced", "shuffled_labels"),
     signature=Signature((

@@ -169,8 +169,11 @@ WRONG_LOSS = Fault(
     # Passing the output's softmax (sigmoid) module by gives the loss the logits it
     # expects: the loss falls below the floor. Written into the loss instead, the arm
     # does not apply and the passive reading stands.
-    confirm=((O("gain[output_identity]", "better"), O("output_probabilities", "present")),),
-    refute=(O("gain[output_identity]", "worse"),),
+    confirm=((O("gain[output_identity]", "better"), O("output_probabilities", "present"),
+              O("loss_takes_logits", "present")),),
+    # probabilities into a loss that does not squash again (an MSE on a sigmoid's
+    # output) are output_activation_mismatch's: the bypass helps for the range's sake
+    refute=(O("gain[output_identity]", "worse"), O("loss_takes_logits", "absent")),
     # probabilities used as logits hold the loss above log(1 + (K-1)/e): half of ln K for
     # K = 3, but 84% of it over a vocabulary of 512, where the loss barely moves and
     # reads as "nothing is learned", shuffled labels' route: that reading is this

@@ -38,7 +38,9 @@ signatures read:
   steps in eval mode as train_mode_not_restored's signature asks), and
   `padding_hides_tokens` (1 when the key-padding mask one step of the user's loop hands
   an attention module hides varied tokens and lets one repeated token through: the
-  padding attended, the text hidden; 0 when it hides one repeated token).
+  padding attended, the text hidden; 0 when it hides one repeated token), and
+  `loss_takes_logits` (1 when your `loss` equals, on the model's output, the loss that
+  reads the output as logits: cross-entropy, or binary cross-entropy with logits).
 
 A route's check is the *premise* of its cause (the mechanism, observed): an arm such
 as standardised inputs or a re-initialisation helps many broken runs, so by itself it
@@ -66,7 +68,7 @@ CHECKS = ("nonfinite_inputs", "no_grad_at_step", "grad_not_optimized", "grads_ca
           "lr_decayed", "dead_units", "saturated_units", "inputs_unscaled",
           "weights_above_default", "weights_below_default", "val_inputs_shifted",
           "samples_mixed", "targets_misshaped", "output_activation", "output_probabilities",
-          "batches_one_class", "steps_in_eval", "padding_hides_tokens")
+          "batches_one_class", "steps_in_eval", "padding_hides_tokens", "loss_takes_logits")
 EFFECTS = tuple(f"gain[{arm}]" for arm in GAIN_ARMS) + CHECKS
 
 # "Clearly" better or worse: the arm's final loss differs from the baseline's by more

@@ -446,6 +446,48 @@ def targets_misshaped(parts: Parts) -> float:
     return float(misshaped(y, shape))
 
 
+# A loss that applies (log-)softmax or a sigmoid itself equals the logits loss of its
+# input to float rounding; any other loss differs by far more than this.
+SAME_LOSS = 1e-4
+
+
+def loss_takes_logits(parts: Parts) -> float:
+    """`loss_takes_logits`: 1 when your `loss`, on a fresh model's output for the first
+    batch, equals the loss that reads that output as logits - the cross-entropy for
+    class-index targets, binary cross-entropy with logits for float targets of the
+    output's shape - within SAME_LOSS (relative); 0 when it differs; NaN without a
+    separate `loss`, or when the output and targets fit neither.  It tells softmax
+    applied twice (probabilities into a loss that squashes again) from probabilities
+    compared with targets they cannot reach (an MSE on a sigmoid's output)."""
+    if parts.loss is None:
+        return math.nan
+    try:
+        with warnings.catch_warnings(), torch.no_grad(), torch.random.fork_rng():
+            warnings.simplefilter("ignore")
+            torch.manual_seed(parts.seed)
+            batch = parts.batches[0]
+            out = _tensors(parts.make_model().eval()(parts.inputs(batch)))
+            y = parts.targets(batch)
+            if len(out) != 1 or not isinstance(y, torch.Tensor):
+                return math.nan
+            out = out[0].float()
+            F = torch.nn.functional
+            if not y.is_floating_point() and out.dim() == 2 and y.shape == out.shape[:1]:
+                # softmax written into the loss itself squashes twice as well
+                logits_losses = [F.cross_entropy(out, y), F.cross_entropy(out.softmax(1), y)]
+            elif y.is_floating_point() and y.numel() == out.numel():
+                same = y.float().reshape(out.shape)  # (B,) targets of a (B, 1) output
+                logits_losses = [F.binary_cross_entropy_with_logits(out, same),
+                                 F.binary_cross_entropy_with_logits(out.sigmoid(), same)]
+            else:
+                return math.nan
+            yours = float(parts.loss(out, y))
+    except Exception:  # noqa: BLE001 - not measured
+        return math.nan
+    return float(any(abs(yours - float(v)) <= SAME_LOSS * max(abs(yours), 1e-12)
+                     for v in logits_losses))
+
+
 def batches_one_class(parts: Parts, limit: float, seed: int = 4321) -> float:
     """1 when the median distinct training batch gives `limit` or more of its samples
     to one class while the same labels dealt into batches of the same sizes at random

@@ -131,6 +131,7 @@ def part_checks(parts) -> dict[str, float]:
             "samples_mixed": checks.samples_mixed(parts),
             "targets_misshaped": checks.targets_misshaped(parts),
             "output_activation": activation, "output_probabilities": probabilities,
+            "loss_takes_logits": checks.loss_takes_logits(parts),
             "batches_one_class": checks.batches_one_class(parts, ONE_CLASS),
             "padding_hides_tokens": checks.padding_hides_tokens(parts)}
 
