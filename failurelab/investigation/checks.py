@@ -447,8 +447,9 @@ def targets_misshaped(parts: Parts) -> float:
 
 
 # A loss that applies (log-)softmax or a sigmoid itself equals the logits loss of its
-# input to float rounding; any other loss differs by far more than this.
-SAME_LOSS = 1e-4
+# input to float rounding (1e-7 in float32: this is a hundred times that); any other
+# loss differs by far more.
+SAME_LOSS = 1e-5
 
 
 def loss_takes_logits(parts: Parts) -> float:
