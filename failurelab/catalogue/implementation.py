@@ -310,7 +310,7 @@ INVERTED_PADDING_MASK = Fault(
     # the mask hides varied tokens and lets one repeated token through (the mechanism,
     # seen on the loop's own first batch); inverting it then hides the padding, and the
     # loss falls
-    confirm=((O("padding_hides_tokens", "present"), O("gain[mask_inverted]", "better")),),
+    confirm=((O("gain[mask_inverted]", "better"), O("padding_hides_tokens", "present")),),
     refute=(O("padding_hides_tokens", "absent"),),
     instrument="padding",
     signature=Signature((
