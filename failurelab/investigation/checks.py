@@ -391,18 +391,24 @@ def _note_call(name: str, calls: list, counts: dict):
     return hook
 
 
-def output_kind(parts: Parts) -> tuple[float, float]:
-    """(`output_activation`, `output_probabilities`): 1 where the model's output is a
-    squashing / a probability module's output, 0 where it is neither (NaN, NaN when
-    the model could not be run on the first batch's inputs)."""
+def fresh_output(parts: Parts) -> list[torch.Tensor] | None:
+    """The output tensors of a fresh model (seeded as the baseline's) on the first
+    batch's inputs, in eval mode without gradients, the caller's RNG untouched; None
+    when the model cannot be run on its inputs alone."""
     try:
         with warnings.catch_warnings(), torch.no_grad(), torch.random.fork_rng():
             warnings.simplefilter("ignore")
             torch.manual_seed(parts.seed)
-            runs = bool(_tensors(parts.make_model().eval()(parts.inputs(parts.batches[0]))))
+            return _tensors(parts.make_model().eval()(parts.inputs(parts.batches[0])))
     except Exception:  # noqa: BLE001 - not measured
-        runs = False
-    if not runs:
+        return None
+
+
+def output_kind(parts: Parts) -> tuple[float, float]:
+    """(`output_activation`, `output_probabilities`): 1 where the model's output is a
+    squashing / a probability module's output, 0 where it is neither (NaN, NaN when
+    the model could not be run on the first batch's inputs)."""
+    if not fresh_output(parts):
         return math.nan, math.nan
     maker = output_maker(parts)
     if maker is None:
@@ -413,14 +419,8 @@ def output_kind(parts: Parts) -> tuple[float, float]:
 def output_shape(parts: Parts) -> tuple[int, ...] | None:
     """The shape of a fresh model's output on the first batch (eval mode, no gradients);
     None when it is not one tensor or the model cannot be run on its inputs alone."""
-    try:
-        with warnings.catch_warnings(), torch.no_grad(), torch.random.fork_rng():
-            warnings.simplefilter("ignore")
-            torch.manual_seed(parts.seed)
-            out = _tensors(parts.make_model().eval()(parts.inputs(parts.batches[0])))
-    except Exception:  # noqa: BLE001 - not measured
-        return None
-    return tuple(out[0].shape) if len(out) == 1 else None
+    out = fresh_output(parts)
+    return tuple(out[0].shape) if out is not None and len(out) == 1 else None
 
 
 def misshaped(target, output_shape: tuple[int, ...]) -> bool:
@@ -456,20 +456,19 @@ def loss_takes_logits(parts: Parts) -> float:
     """`loss_takes_logits`: 1 when your `loss`, on a fresh model's output for the first
     batch, equals the loss that reads that output as logits - the cross-entropy for
     class-index targets, binary cross-entropy with logits for float targets of the
-    output's shape - within SAME_LOSS (relative); 0 when it differs; NaN without a
+    output's size, of the output or of its softmax/sigmoid (squashed in the loss) -
+    within SAME_LOSS (relative); 0 when it differs; NaN without a
     separate `loss`, or when the output and targets fit neither.  It tells softmax
     applied twice (probabilities into a loss that squashes again) from probabilities
     compared with targets they cannot reach (an MSE on a sigmoid's output)."""
-    if parts.loss is None:
+    out = fresh_output(parts) if parts.loss is not None else None
+    if out is None or len(out) != 1:
         return math.nan
     try:
-        with warnings.catch_warnings(), torch.no_grad(), torch.random.fork_rng():
+        with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
-            torch.manual_seed(parts.seed)
-            batch = parts.batches[0]
-            out = _tensors(parts.make_model().eval()(parts.inputs(batch)))
-            y = parts.targets(batch)
-            if len(out) != 1 or not isinstance(y, torch.Tensor):
+            y = parts.targets(parts.batches[0])
+            if not isinstance(y, torch.Tensor):
                 return math.nan
             out = out[0].float()
             F = torch.nn.functional
