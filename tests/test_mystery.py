@@ -10,7 +10,8 @@ import pytest
 
 import failurelab as fl
 from failurelab.catalogue.faults import accepted_shapes
-from failurelab.course.mystery import Mystery, mystery, pick, reveal
+from failurelab.course import mystery as mystery_module
+from failurelab.course.mystery import POOL, Mystery, mystery, pick, reveal
 from failurelab.course.worksheet import PredictionLocked, Worksheet
 from failurelab.evidence import shapes
 
@@ -43,9 +44,22 @@ def test_a_mystery_is_the_picked_fault_run_with_its_own_seed():
     assert m.task == fl.FAULTS[answer(m)].task
 
 
-def test_consecutive_seeds_cover_the_whole_catalogue_before_repeating():
-    assert {pick(seed) for seed in range(len(fl.FAULTS))} == set(fl.FAULTS)
+def test_consecutive_seeds_cover_the_whole_pool_before_repeating():
+    assert {pick(seed) for seed in range(len(POOL))} == set(POOL)
     assert {pick(seed, FAST) for seed in range(4, 8)} == set(FAST)
+
+
+def test_a_growing_catalogue_deals_every_seed_the_same_fault(monkeypatch):
+    """A student's answer to mystery 7 is graded against what mystery 7 was when they
+    wrote it: an upgrade that adds a fault must not re-deal the seeds."""
+    before = [pick(seed) for seed in range(2 * len(POOL))]
+    grown = dict(fl.FAULTS, a_new_fault=fl.FAULTS["huge_lr"])
+    monkeypatch.setattr(mystery_module, "FAULTS", grown)
+    assert [pick(seed) for seed in range(2 * len(POOL))] == before
+
+
+def test_the_pool_names_catalogue_faults_only():
+    assert len(set(POOL)) == len(POOL) and set(POOL) <= set(fl.FAULTS)
 
 
 def test_a_subset_picks_the_same_fault_whatever_its_order():

@@ -8,9 +8,9 @@ down before the reveal:
     ws.predict(m.key, cause="huge_lr")      # the answer, written before the reveal
     print(fl.reveal(m, worksheet=ws))       # what it was, and whether the answer matched
 
-The pick shuffles the catalogue's fixed order with `random.Random`, which is stable
-across processes and Python versions (unlike the salted built-in `hash`), so a seed
-names the same mystery on every machine with the same catalogue.  The answer never
+The pick shuffles a frozen pool (`POOL`) with `random.Random`, which is stable across
+processes and Python versions (unlike the salted built-in `hash`), so a seed names the
+same mystery on every machine and through every upgrade of the catalogue.  The answer never
 sits in a public attribute or the repr: a student who prints the object learns nothing.
 """
 
@@ -33,6 +33,21 @@ from ..evidence.signatures import Condition
 from ..views.tables import html_table
 from .worksheet import Worksheet, check_cause
 
+# The default draw, frozen: the catalogue as it stood when mysteries were first dealt,
+# in its order.  A seed must name the same fault for a whole term, through upgrades,
+# because a student's written answer is graded against it; a shuffle over `FAULTS`
+# itself re-dealt every seed whenever a fault was added.  Later faults are drawn with
+# `faults=`; growing this tuple re-deals every seed, a decision for between terms.
+POOL = ("no_zero_grad", "huge_lr", "saturated_sigmoid", "shuffled_labels", "no_input_norm",
+        "fp16_no_scaling", "bad_padding_mask", "lr_too_small", "class_imbalance",
+        "nan_in_data", "dead_relu", "bad_init", "wrong_loss", "dropout_too_strong",
+        "eval_mode_forgotten", "no_shuffle", "label_offset", "fp16_overflow", "overfitting",
+        "slow_data", "weight_decay_too_large", "batch_too_small", "exploding_gradients",
+        "inverted_padding_mask", "zero_grad_misplaced", "init_too_small", "label_leakage",
+        "lr_decayed_too_early", "summed_loss", "negated_loss", "accumulation_not_divided",
+        "val_not_normalized", "clip_before_unscale", "log_softmax_by_hand",
+        "train_mode_not_restored", "params_not_in_optimizer", "output_activation_mismatch",
+        "target_broadcast")
 KEY_PREFIX = "mystery-"  # worksheet experiment names: "mystery-7"
 MIDDLE = 0.1  # the readout's middle column: a tenth of the run around its middle step
 SHAPE_FLAG = "unhealthy_curve"  # the shape rules' verdict: the student's to work out
@@ -246,7 +261,7 @@ class Reveal:
 
 def mystery(seed: int, faults: Iterable[str] | None = None, *,
             steps: int | None = None) -> Mystery:
-    """Run the fault that `seed` picks from the catalogue (or from `faults`), blind.
+    """Run the fault that `seed` picks from `POOL` (or from `faults`), blind.
 
     The run uses the same `seed`, so one number reproduces the whole mystery.  `steps`
     shortens it (the telemetry of a short run may not show the signature)."""
@@ -321,7 +336,7 @@ def _answer_in(worksheet: Worksheet, key: str) -> str | None:
 
 def _pool(faults: Iterable[str] | None) -> list[str]:
     if faults is None:
-        return list(FAULTS)
+        return list(POOL)
     wanted = {faults} if isinstance(faults, str) else set(faults)
     for name in wanted:
         get(name)  # a KeyError naming the closest fault
