@@ -235,6 +235,7 @@ class Monitor:
                                                     if c not in GLOBAL_COLUMNS and c[0] != "_"],
                             STATE_COLUMNS, max_rows)  # max_rows: see table, "Long runs"
         self._pending: list[_Step] = []
+        self._losses_later = False  # does a pending step hold its loss as a tensor?
         self._sized_for = None  # the forward shapes the chunk length was last checked for
         self._stepped = False  # has the optimizer stepped since the last record?
         self._paused = False  # in a closure's re-evaluation: not observed (`_closure_step`)
@@ -259,7 +260,7 @@ class Monitor:
                  "hooks still run and cost time; close() it, or use `with Monitor(...)`")
         _ATTACHED[model] = weakref.ref(self)
         self._quiet = False  # is the next step one economy does not observe (`_counted`)?
-        self._quick = False  # ...and may its record take the short path (`_quick_record`)?
+        self._quick = False  # ...and may its record take the short path (`record`)?
         self._quiet_until = 0  # the count at which the current run of such steps ends
         # the short path's row: no forward instrument, no parameter the optimizer lacks
         self._quickable = self._inputs is None and not self._unoptimized
@@ -518,17 +519,33 @@ class Monitor:
         `val_loss`, `val_acc`, `label_purity`, `t_data` (see the README).
         """
         if self._quick and self._stepped and not extra and type(loss) is _TENSOR and loss.is_cpu:
-            try:  # a step economy does not observe, its loss a CPU tensor (see `_quick_record`)
+            # a step economy does not observe, its loss a CPU tensor: what
+            # `_record_unobserved` keeps, in as few lines as it takes (on a tiny model each
+            # attribute and call of a record costs the loop time, mostly in cache misses
+            # after the training step: this path runs warm in 2 µs, in the loop in ~10)
+            try:
                 value = loss.item()
             except RuntimeError:  # not one element: `scalar_loss` below says so
                 pass
             else:
-                self._quick_record(loss, value)
+                self._stepped = False
+                self._misuse.last = weakref.ref(loss)
+                pending = self._pending
+                pending.append(_Step(value, _NO_PAYLOADS, (self._lr, self._lowp, 0, 0, _NAN, _NAN,
+                                                           _NAN, self._frozen, self._mode, 0.0),
+                                     _NO_EXTRA, ()))
+                self._count = count = self._count + 1
+                if count >= self._quiet_until:  # the next step keeps a gradient for a cosine
+                    self._quick = self._quiet = False
+                if len(pending) >= self._chunk * self._interval:
+                    self._flush()
                 return
         if self._closed:
             self._misuse.after_close()
             return
         loss_value = scalar_loss(loss)
+        if isinstance(loss_value, torch.Tensor):
+            self._losses_later = True  # read with its chunk (`_read_losses`)
         if extra:
             extra = self._misuse.extras(extra, self._measured)
         stepped, self._stepped = self._stepped, False
@@ -563,22 +580,6 @@ class Monitor:
         self._pending.append(step)
         self._counted()
         if len(self._pending) >= self._chunk * self._interval:
-            self._flush()
-
-    def _quick_record(self, loss: torch.Tensor, value: float) -> None:
-        """`_record_unobserved` for the common case, in as few lines as it takes: on a
-        tiny model each attribute and call of a record costs the loop time, mostly in
-        cache misses after the training step (a record's lines run warm in 2 µs, in the
-        loop in about 15)."""
-        self._stepped = False
-        self._misuse.last = weakref.ref(loss)
-        pending = self._pending
-        pending.append(_Step(value, _NO_PAYLOADS, (self._lr, self._lowp, 0, 0, _NAN, _NAN, _NAN,
-                                                   self._frozen, self._mode, 0.0), {}, ()))
-        count = self._count = self._count + 1
-        if count >= self._quiet_until:
-            self._quick = self._quiet = False  # the next step keeps the gradient for a cosine
-        if len(pending) >= self._chunk * self._interval:
             self._flush()
 
     def _read_unread_inputs(self) -> None:
@@ -649,7 +650,9 @@ class Monitor:
         if not steps:
             return
         self._check_parameters()
-        _read_losses(steps)
+        if self._losses_later:
+            self._losses_later = False
+            _read_losses(steps)
         chunk = self._table.new_rows(steps, partials=self._world > 1)
         self._compute(self._parameters, steps, [None], chunk)
         for position, instrument in enumerate(self._hooked):
@@ -804,6 +807,7 @@ def _nothing(*args) -> None:
 
 _ABSENT = object()  # a step that has no payload of an instrument
 _NO_PAYLOADS: dict = {}  # the payloads of a step no instrument observed (never written)
+_NO_EXTRA: dict = {}  # the extras of a step given none (never written)
 _ATTACHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its monitor
 
 
