@@ -317,7 +317,9 @@ class Monitor:
             self._forward_seen = False
             if self._moded:
                 self._mode = 1.0 if self._model.training else 0.0
-            self._lr = ins.first_lr(optimizer)
+            groups = optimizer.param_groups  # `first_lr`'s common case, without its call
+            lr = groups[0].get("lr") if groups else None
+            self._lr = lr if type(lr) is float else ins.first_lr(optimizer)
             self._stepped = True
             return None
         closure = kwargs.get("closure", args[1] if len(args) > 1 else None)  # args[0]: optimizer
