@@ -497,7 +497,8 @@ class Monitor:
         self._quiet = quiet = self._unobserved()
         # ...and `record` takes its short path until the step before the next observed one
         self._quick = quiet and self._quickable and not self._closed
-        self._quiet_until = self._count - self._count % self._interval + self._interval - 1
+        if quiet:
+            self._quiet_until = self._count - self._count % self._interval + self._interval - 1
         if self._forward_hooks:
             self._arm(not self._count % self._forward_every)
         self._arm_watch(not self._count % self._interval)
