@@ -13,7 +13,8 @@ text collators do, so that the forward tensors change shape at almost every step
 For each loop the variants run interleaved (plain, full, economy, ...; each repeat
 starts one variant later), so background load hits all of them alike; each variant's
 time per step is the median over the repeats, and its ratio is the median over the
-repeats of its time divided by the plain loop's time in the same repeat.  Times are the
+repeats of its time divided by the plain loop's time in the same repeat (`spread`: the
+middle half of those per-repeat ratios, 25th to 75th percentile).  Times are the
 thread's CPU seconds (one torch thread): on a shared machine the time a loop waits for
 a core is not its own; `--wall` times wall-clock seconds.
 
@@ -242,14 +243,18 @@ def measure(name: str, make, steps: int, repeats: int, targets: dict, floor: boo
             times[variant].append(loop(make, variants[variant], steps, other))
     medians = {v: statistics.median(t) for v, t in times.items()}
     print(f"{name}: {steps} steps, median of {repeats} interleaved repeats")
-    print(f"{'variant':<14}{'µs/step':>10}{'ratio':>8}{'target':>8}")
+    print(f"{'variant':<14}{'µs/step':>10}{'ratio':>8}{'spread':>13}{'target':>8}")
     for variant in variants:
         # each repeat's own ratio: the machine's speed drifts between repeats (minutes
         # apart) far more than between the variants of one repeat (seconds apart)
-        ratio = statistics.median(t / p for t, p in zip(times[variant], times["plain"], strict=True))
+        ratios = [t / p for t, p in zip(times[variant], times["plain"], strict=True)]
+        ratio = statistics.median(ratios)
+        # the middle half of the repeats' ratios: how far one run's median can be trusted
+        low, _, high = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratio,) * 3
         target = targets.get(variant)
         verdict = "" if target is None else f"{target:>8.2f}  {'met' if ratio <= target else 'MISSED'}"
-        print(f"{variant:<14}{medians[variant] * 1e6:>10.1f}{ratio:>8.2f}{verdict}")
+        print(f"{variant:<14}{medians[variant] * 1e6:>10.1f}{ratio:>8.2f}"
+              f"{f'{low:.2f}-{high:.2f}':>13}{verdict}")
     print()
 
 

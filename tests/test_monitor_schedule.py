@@ -5,6 +5,7 @@ the same numbers there as a monitor reading every step; the other rows hold NaN,
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -160,3 +161,30 @@ def test_a_step_whose_loss_is_not_finite_has_its_input_read():
     assert h["input_nonfinite"].iloc[0] == 0 and h["input_nonfinite"].iloc[3] == 1
     assert h["input_nonfinite"].iloc[1:3].isna().all()  # finite losses: not read
     assert h["forward_observed"].iloc[3] == 0 and math.isnan(h["output_std"].iloc[3])
+
+
+def test_economy_short_record_path_keeps_what_the_long_path_keeps():
+    """A CPU tensor loss on a step economy does not observe takes `record`'s short path;
+    a float loss the long one.  Their rows must be the same, bit for bit, with a learning
+    rate that changes and a model switched between modes."""
+    def history(as_float: bool):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(5, 8), nn.Dropout(0.2), nn.ReLU(), nn.Linear(8, 3))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        sched = torch.optim.lr_scheduler.StepLR(opt, 3, 0.5)
+        g = torch.Generator().manual_seed(1)
+        with fl.Monitor(model, opt, preset="economy") as mon:
+            for step in range(45):
+                model.train(step % 7 != 3)
+                opt.zero_grad()
+                loss = nn.functional.cross_entropy(model(torch.randn(8, 5, generator=g)),
+                                                   torch.randint(0, 3, (8,), generator=g))
+                loss.backward()
+                opt.step()
+                sched.step()
+                mon.record(loss.item() if as_float else loss)
+            return mon.history
+
+    short, long = history(False), history(True)
+    pd.testing.assert_frame_equal(short, long, check_exact=True)
+    assert short["lr"].nunique() > 3 and short["train_mode"].nunique() == 2

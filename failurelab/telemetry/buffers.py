@@ -39,9 +39,9 @@ class ChainBuffers:
 
     def before_step(self, slot: int, first: bool, grads: list[torch.Tensor]) -> None:
         if first:
-            _copy(self.step_rows[slot], [*self.params, *grads])
+            private.copy_without_grad(self.step_rows[slot], [*self.params, *grads])
         else:
-            _copy(self.grad_rows[slot + 1], grads)
+            private.copy_without_grad(self.grad_rows[slot + 1], grads)
         self.step_at = slot
 
     step_at = None  # the slot of a step taken and not yet recorded
@@ -54,7 +54,7 @@ class ChainBuffers:
 
     def columns(self, k: int, sizes, per_layer: bool) -> torch.Tensor:
         if self.step_at != k:  # after the chunk's last step: the current weights...
-            _copy(self.weight_rows[k], self.params)
+            private.copy_without_grad(self.weight_rows[k], self.params)
         # ...unless a step was taken since (a `history` read between `step()` and
         # `record`): row k already holds the weights it started from
         return probes.chained_columns(self.rows[:k + 1], sizes, per_layer)
@@ -93,7 +93,9 @@ class SampleBuffers:
         self.device = device = _device(params)
         self.rows = torch.zeros(chunk + 1, 5, n, device=device)  # zeros: finite scratch
         self.row = list(self.rows.unbind(0))  # indexing a tensor costs microseconds
-        self._views = [self._shaped(row) for row in self.row]  # see `_views_of`
+        # per row: weights before and gradient (one copy), weights after, gradient,
+        # previous gradient
+        self._views = [self._shaped(row) for row in self.row]
         self.previous_at = None  # the row the previous step's gradient was copied to
         self.step_at = None  # the row this step's gradient and weights were copied to
 
@@ -109,24 +111,24 @@ class SampleBuffers:
 
     def before_step(self, slot: int, first: bool, grads: list[torch.Tensor]) -> None:
         self._moved(self.step_at, slot, slice(0, 4))  # a second step before one record
-        views = self._views_of(slot)
+        views = self._views[slot]
         if first:
-            _copy(views[0], [*self.params, *grads])
+            private.copy_without_grad(views[0], [*self.params, *grads])
         else:
-            _copy(views[2], grads)
+            private.copy_without_grad(views[2], grads)
         self.step_at = slot
 
     def keep_previous(self, slot: int, grads: list[torch.Tensor]) -> None:
-        _copy(self._views_of(slot)[3], grads)
+        private.copy_without_grad(self._views[slot][3], grads)
         self.previous_at = slot
 
     def at_record(self, slot: int, stepped: bool, grads) -> None:
         """`grads()` gives the current gradients; asked for only when no step ran."""
         self._moved(self.step_at, slot, slice(0, 4))
         row = self.row[slot]
-        _copy(self._views_of(slot)[1], self.params)
+        private.copy_without_grad(self._views[slot][1], self.params)
         if not stepped:
-            _copy(self._views_of(slot)[2], grads())
+            private.copy_without_grad(self._views[slot][2], grads())
             row[2] = row[3]
         if self.previous_at is None:
             row[1] = _NAN  # no previous step to compare with
@@ -147,12 +149,6 @@ class SampleBuffers:
 
     def carry(self, k: int) -> None:
         """Nothing to keep: each row holds its own previous gradient."""
-
-
-def _copy(rows: list[torch.Tensor], tensors: list[torch.Tensor]) -> None:
-    """`torch._foreach_copy_` with autograd off (the weights require grad), switched
-    directly: `torch.no_grad()` costs a microsecond more, every step."""
-    private.copy_without_grad(rows, tensors)
 
 
 def _device(params: list[torch.Tensor]) -> torch.device:

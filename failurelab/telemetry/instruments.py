@@ -123,7 +123,7 @@ class Parameters(Instrument):
 
     def grads(self, slot: int | None = None) -> list[torch.Tensor]:
         """Current gradients as dense tensors (zeros where there is none)."""
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+        grads = [g if (g := p.grad) is not None else torch.zeros_like(p) for p in self.params]
         if self.complex:
             self._refresh()
             for i in self.complex:

@@ -66,7 +66,7 @@ class Misuse:
     def __init__(self, warn):
         self._warn = warn
         self._told: set[tuple[str, str]] = set()
-        self._last: Any = None  # the previous loss (a weak reference for tensors)
+        self.last: Any = None  # the previous loss (a weak reference for tensors)
 
     def tell(self, kind: str, key: str = "", what: str = "") -> None:
         """Warn once for each kind of misuse (and each extra column's `key`)."""
@@ -106,12 +106,12 @@ class Misuse:
             self.tell("no_step")
 
     def seen(self, loss: Any) -> None:
-        self._last = weakref.ref(loss) if isinstance(loss, torch.Tensor) else loss
+        self.last = weakref.ref(loss) if isinstance(loss, torch.Tensor) else loss
 
     def _same(self, loss: Any) -> bool:
         if isinstance(loss, torch.Tensor):
-            return isinstance(self._last, weakref.ref) and self._last() is loss
-        return not isinstance(self._last, weakref.ref) and self._last == loss
+            return isinstance(self.last, weakref.ref) and self.last() is loss
+        return not isinstance(self.last, weakref.ref) and self.last == loss
 
 
 def extra_number(value: Any) -> float | torch.Tensor | None:
