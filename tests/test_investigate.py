@@ -587,3 +587,32 @@ def test_a_sigmoid_under_an_mse_is_its_range_and_a_softmax_under_cross_entropy_t
     inv = _investigate(**ranged)
     assert inv.top == "output_activation_mismatch", inv.text()
     assert inv.effects["gain[output_identity]"] > ex.CLEAR
+
+
+class _SqueezedSigmoid(nn.Module):
+    """A binary head that ends in nn.Sigmoid and returns it squeezed to (B,)."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(8, 32), nn.ReLU())
+        self.out = nn.Sequential(nn.Linear(32, 1), nn.Sigmoid())
+
+    def forward(self, x):
+        return self.out(self.body(x)).squeeze(-1)
+
+
+def test_a_sigmoid_output_squeezed_before_the_logits_loss_is_still_wrong_loss():
+    """A reshaping view of the probability module's output (`.squeeze(-1)`) is still its
+    output: the check sees it, the bypass reaches it, and BCEWithLogitsLoss on the
+    sigmoid's output is a second sigmoid."""
+    from failurelab.investigation import checks
+
+    parts = _head_parts(lambda: (), "classes", nn.functional.binary_cross_entropy_with_logits)
+    parts["model"] = _SqueezedSigmoid
+    parts["batches"] = [(x, (y > 0).float()) for x, y in parts["batches"]]
+    made = make_parts(**parts)
+    assert checks.output_kind(made) == (0.0, 1.0)
+    assert checks.loss_takes_logits(made) == 1.0
+    inv = _investigate(**parts)
+    assert inv.top == "wrong_loss", inv.text()
+    assert inv.effects["gain[output_identity]"] > ex.CLEAR

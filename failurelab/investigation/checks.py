@@ -353,9 +353,9 @@ class OutputMaker:
 
 
 def output_maker(parts: Parts) -> OutputMaker | None:
-    """Which activation module made the model's output (a fresh model in eval mode,
-    no gradients, the first batch); None when the output is no activation module's
-    output, or the model cannot be run on its inputs alone."""
+    """Which activation module made the model's output, as it is or reshaped (a fresh
+    model in eval mode, no gradients, the first batch); None when the output is no
+    activation module's output, or the model cannot be run on its inputs alone."""
     kinds = SQUASHING + PROBABILITIES
     try:
         with warnings.catch_warnings(), torch.no_grad(), torch.random.fork_rng():
@@ -378,10 +378,22 @@ def output_maker(parts: Parts) -> OutputMaker | None:
     if len(out) != 1:
         return None
     for name, call, output in reversed(calls):
-        if output is out[0]:
+        if _same_values(output, out[0]):
             module = model.get_submodule(name)
             return OutputMaker(name, call, isinstance(module, PROBABILITIES))
     return None
+
+
+def _same_values(made, out: torch.Tensor) -> bool:
+    """Is `out` the activation's output `made`, or a view of it that only reshapes
+    (`.squeeze(-1)`, `.view(-1)`, `.flatten()`): the same memory, the same entries."""
+    if made is out:
+        return True
+    if not isinstance(made, torch.Tensor) or made.numel() != out.numel() or not out.numel():
+        return False
+    return (made.untyped_storage().data_ptr() == out.untyped_storage().data_ptr()
+            and made.storage_offset() == out.storage_offset()
+            and torch.equal(made.reshape(-1), out.reshape(-1)))
 
 
 def _note_call(name: str, calls: list, counts: dict):
