@@ -255,8 +255,8 @@ def test_the_premise_checks_see_a_broadcast_pair_and_one_class_batches():
     y = torch.cat([b[1] for b in data])
     order = y.argsort(stable=True)
     ordered = [(x[order][i:i + 32], y[order][i:i + 32]) for i in range(0, len(y), 32)]
-    assert checks.batches_one_class(make_parts(**{**_parts(), "batches": ordered}), 0.99) == 1.0
-    assert checks.batches_one_class(make_parts(**_parts()), 0.99) == 0.0
+    assert checks.batches_unmixed(make_parts(**{**_parts(), "batches": ordered})) == 1.0
+    assert checks.batches_unmixed(make_parts(**_parts())) == 0.0
     relu_out = make_parts(**{**_parts(), "model": _ReusedRelu})
     assert checks.output_kind(relu_out) == (1.0, 0.0)
     probs = make_parts(**{**_parts(), "model": lambda: nn.Sequential(_mlp(), nn.Softmax(-1))})
@@ -464,7 +464,7 @@ def test_batches_sorted_by_class_are_named_no_shuffle():
     order = y.argsort(stable=True)
     ordered = [(x[order][i:i + 32], y[order][i:i + 32]) for i in range(0, len(y), 32)]
     inv = _investigate(**{**_parts(), "batches": ordered})
-    assert inv.top == "no_shuffle" and inv.effects["batches_one_class"] == 1.0
+    assert inv.top == "no_shuffle" and inv.effects["batches_unmixed"] == 1.0
 
 
 # --- the padding mask: the loop's own choice of hidden keys, inverted -----------------------
@@ -616,3 +616,48 @@ def test_a_sigmoid_output_squeezed_before_the_logits_loss_is_still_wrong_loss():
     inv = _investigate(**parts)
     assert inv.top == "wrong_loss", inv.text()
     assert inv.effects["gain[output_identity]"] > ex.CLEAR
+
+
+def _blobs(n, classes, d=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    centres = torch.randn(classes, d, generator=g) * 2
+    y = torch.randint(classes, (n,), generator=g)
+    return centres[y] + torch.randn(n, d, generator=g), y
+
+
+def _batches(x, y, size=32):
+    return [(x[i:i + size], y[i:i + size]) for i in range(0, len(y), size)]
+
+
+def test_batches_sorted_by_class_are_unmixed_with_many_classes_and_imbalance_is_not():
+    """Sorted by class, 50 classes in batches of 32 put one or two classes in a batch
+    (never 99% one class, the passive purity's reading); random batches hold nearly all
+    of the data's label diversity, imbalanced or not."""
+    from failurelab.investigation import checks
+
+    x, y = _blobs(1600, 50)
+    order = y.argsort(stable=True)
+    sorted_parts = make_parts(**{**_parts(), "batches": _batches(x[order], y[order])})
+    assert checks.batches_unmixed(sorted_parts) == 1.0
+    assert checks.batches_unmixed(make_parts(**{**_parts(), "batches": _batches(x, y)})) == 0.0
+    g = torch.Generator().manual_seed(1)
+    skewed = (torch.rand(1600, generator=g) < 0.05).long()  # 95% one class, dealt at random
+    assert checks.batches_unmixed(make_parts(**{**_parts(), "batches": _batches(x, skewed)})) == 0.0
+
+
+def test_fifty_classes_stored_class_by_class_are_named_no_shuffle():
+    x, y = _blobs(1600, 50)
+    order = y.argsort(stable=True)
+
+    def step(model, optimizer, batch):
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(batch[0]), batch[1])
+        loss.backward()
+        optimizer.step()
+        return loss
+    inv = _investigate(model=lambda: nn.Linear(16, 50),
+                       optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=1e-2),
+                       batches=_batches(x[order], y[order]), step=step,
+                       loss=nn.functional.cross_entropy, steps=50, seed=0)
+    assert inv.top == "no_shuffle", inv.text()
+    assert inv.effects["batches_unmixed"] == 1.0

@@ -33,9 +33,10 @@ signatures read:
   loss broadcasts to (B, B)), `output_activation` / `output_probabilities` (1 when the
   model's output is the output of an activation module: a rectifier or squashing
   function such as ReLU or Tanh / a softmax or sigmoid, probabilities),
-  `batches_one_class` (1 when the median batch holds one class: no_shuffle's own
-  threshold), and `steps_in_eval` (1 when the baseline took as large a share of its
-  steps in eval mode as train_mode_not_restored's signature asks), and
+  `batches_unmixed` (1 when the median batch holds less than half the label diversity
+  that batches dealt at random hold: the data's order, one class or two per batch),
+  and `steps_in_eval` (1 when the baseline took as large a share of its steps in eval
+  mode as train_mode_not_restored's signature asks), and
   `padding_hides_tokens` (1 when the key-padding mask one step of the user's loop hands
   an attention module hides varied tokens and lets one repeated token through: the
   padding attended, the text hidden; 0 when it hides one repeated token), and
@@ -68,7 +69,7 @@ CHECKS = ("nonfinite_inputs", "no_grad_at_step", "grad_not_optimized", "grads_ca
           "lr_decayed", "dead_units", "saturated_units", "inputs_unscaled",
           "weights_above_default", "weights_below_default", "val_inputs_shifted",
           "samples_mixed", "targets_misshaped", "output_activation", "output_probabilities",
-          "batches_one_class", "steps_in_eval", "padding_hides_tokens", "loss_takes_logits")
+          "batches_unmixed", "steps_in_eval", "padding_hides_tokens", "loss_takes_logits")
 EFFECTS = tuple(f"gain[{arm}]" for arm in GAIN_ARMS) + CHECKS
 
 # "Clearly" better or worse: the arm's final loss differs from the baseline's by more

@@ -500,13 +500,22 @@ def loss_takes_logits(parts: Parts) -> float:
                      for v in logits_losses))
 
 
-def batches_one_class(parts: Parts, limit: float, seed: int = 4321) -> float:
-    """1 when the median distinct training batch gives `limit` or more of its samples
-    to one class while the same labels dealt into batches of the same sizes at random
-    (a fixed generator) would not: the order made the batches pure, not the data's own
-    imbalance (95% of one class fills many a batch of 16 by chance).  0 otherwise; NaN
-    for targets that are not class labels (integers, one dimension, batches of 16 or
-    more, as the label-purity quantity reads them)."""
+# A batch dealt at random holds (n-1)/n of the training labels' diversity (Gini
+# impurity), 0.94 or more for batches of 16; batches that hold less than half of it
+# were made by the data's order, not by chance (one class each: 0; a fine-grained set
+# stored class by class, two classes of a hundred in a batch: ~0.4).
+MIXED = 0.5
+
+
+def batches_unmixed(parts: Parts, seed: int = 4321) -> float:
+    """1 when the median distinct training batch holds less than MIXED of the label
+    diversity the same labels dealt into batches of the same sizes at random (a fixed
+    generator) hold: the order made the batches unrepresentative (sorted by class, one
+    class or two per batch), not the data's own imbalance, which random batches share.
+    Diversity: a batch's Gini impurity (1 - sum of squared class shares), as a share
+    of the whole set's.  0 otherwise; NaN for targets that are not class labels
+    (integers, one dimension, batches of 16 or more, as the label-purity quantity
+    reads them) or a single class."""
     ys = []
     for batch in _distinct(parts.batches):
         try:
@@ -520,14 +529,22 @@ def batches_one_class(parts: Parts, limit: float, seed: int = 4321) -> float:
     if not ys:
         return math.nan
     joined = torch.cat(ys)
+    whole = _gini(joined)
+    if whole <= 0:
+        return math.nan
     dealt = joined[torch.randperm(len(joined), generator=torch.Generator().manual_seed(seed))]
     random = dealt.split([len(y) for y in ys])
-    return float(_median_purity(ys) >= limit > _median_purity(random))
+    return float(_median_gini(ys) < MIXED * _median_gini(random))
 
 
-def _median_purity(batches) -> float:
-    shares = sorted(float(torch.bincount(y - y.min()).max()) / len(y) for y in batches)
-    return shares[len(shares) // 2]
+def _gini(y: torch.Tensor) -> float:
+    shares = torch.bincount(y - y.min()).double() / len(y)
+    return float(1 - shares.pow(2).sum())
+
+
+def _median_gini(batches) -> float:
+    values = sorted(_gini(y) for y in batches)
+    return values[len(values) // 2]
 
 
 def steps_in_eval(history: pd.DataFrame, limit: float, share) -> float:

@@ -35,7 +35,6 @@ def _threshold(fault: str, quantity: str) -> float:
 
 # How far validation inputs must sit from the training inputs to be "shifted".
 VAL_SHIFT = _threshold("val_not_normalized", "eval_input_shift")
-ONE_CLASS = _threshold("no_shuffle", "label_purity_median")  # batches that hold one class
 IN_EVAL = _threshold("train_mode_not_restored", "eval_mode_share")  # steps in eval mode
 
 
@@ -132,7 +131,7 @@ def part_checks(parts) -> dict[str, float]:
             "targets_misshaped": checks.targets_misshaped(parts),
             "output_activation": activation, "output_probabilities": probabilities,
             "loss_takes_logits": checks.loss_takes_logits(parts),
-            "batches_one_class": checks.batches_one_class(parts, ONE_CLASS),
+            "batches_unmixed": checks.batches_unmixed(parts),
             "padding_hides_tokens": checks.padding_hides_tokens(parts)}
 
 

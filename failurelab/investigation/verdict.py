@@ -46,7 +46,7 @@ class Judgement:
 # looks healthy (a run on raw pixels may still converge; a loop that hides its real
 # tokens learns a little from where the padding sits): healthy loops show none of them.
 PROPOSING = ("inputs_unscaled", "weights_above_default", "weights_below_default",
-             "nonfinite_inputs", "batches_one_class", "padding_hides_tokens")
+             "nonfinite_inputs", "batches_unmixed", "padding_hides_tokens")
 
 
 def hypotheses(diagnosis, faults: dict, premises: dict | None = None) -> list[Hypothesis]:
