@@ -661,3 +661,56 @@ def test_fifty_classes_stored_class_by_class_are_named_no_shuffle():
                        loss=nn.functional.cross_entropy, steps=50, seed=0)
     assert inv.top == "no_shuffle", inv.text()
     assert inv.effects["batches_unmixed"] == 1.0
+
+
+# --- batches of one sample: a collate that keeps only the first ----------------------------
+
+def _pictures(n=6400, classes=10, d=144, seed=0):
+    """Pixel-like inputs in [0, 1]: a sparse pattern per class under heavy noise."""
+    g = torch.Generator().manual_seed(seed)
+    patterns = (torch.rand(classes, d, generator=g) < 0.3).float() * 0.6
+    y = torch.randint(classes, (n,), generator=g)
+    return (patterns[y] + 1.2 * torch.randn(n, d, generator=g)).clamp(0, 1), y
+
+
+def _collated(keep=None, size=32):
+    """Batches of `size`; `keep=1`: the collate bug that keeps the first sample only."""
+    x, y = _pictures()
+    return [(x[i:i + size][:keep], y[i:i + size][:keep]) for i in range(0, len(y), size)]
+
+
+def _picture_parts(batches):
+    return dict(model=lambda: nn.Sequential(nn.Linear(144, 64), nn.ReLU(), nn.Linear(64, 10)),
+                optimizer=lambda m: torch.optim.AdamW(m.parameters(), lr=1e-3),
+                batches=batches, step=_step, loss=nn.functional.cross_entropy, steps=200, seed=0)
+
+
+def test_merging_batches_changes_their_size_only():
+    single = make_parts(**_picture_parts(_collated(keep=1)))
+    arm = arms.ARMS["batches_merged"].apply(single)
+    assert _fields_changed(single, arm) == {"batches"}
+    assert len(arm.batches) == len(single.batches)
+    k = arms.MERGED  # batches of 1 sample: 64 of them per step
+    for i in (0, 5, len(single.batches) - 1):  # consecutive batches, wrapping at the end
+        take = [single.batches[(i + j) % len(single.batches)] for j in range(k)]
+        assert torch.equal(arm.batches[i][0], torch.cat([x for x, _ in take]))
+        assert torch.equal(arm.batches[i][1], torch.cat([y for _, y in take]))
+    assert _same_state(_initial_state(single)[0], _initial_state(arm)[0])
+    # batches larger than batch_too_small's threshold: not this arm's suspect
+    assert arms.ARMS["batches_merged"].apply(make_parts(**_picture_parts(_collated()))) is None
+
+
+def test_batches_of_one_sample_are_batch_too_small_and_batches_of_32_are_healthy():
+    """A collate that keeps one sample of each batch of 32: the loss plateaus, one batch
+    is memorised and permuted labels change nothing, as for labels that carry no signal;
+    the same steps on batches merged to 64 samples learn (the gradient was noise).  The
+    fixed collate reads healthy."""
+    from failurelab.investigation import checks
+
+    single = _picture_parts(_collated(keep=1))
+    assert checks.batch_small(make_parts(**single)) == 1.0
+    inv = _investigate(**single)
+    assert inv.top == "batch_too_small", inv.text()
+    assert inv.effects["gain[batches_merged]"] > ex.CLEAR
+    fixed = _investigate(**_picture_parts(_collated()))
+    assert fixed.top is None and fixed.effects["batch_small"] == 0.0

@@ -277,6 +277,11 @@ BATCH_TOO_SMALL = Fault(
     edit=(Set("batch_size", 2),),
     repair=(Set("batch_size", 64),),
     probe=(Scale("lr", 0.1),),
+    # On a user's loop: the same steps on batches merged 8 at a time reach a lower loss,
+    # and the batches are this small (the mechanism, seen); a loop whose batches hold
+    # more is not this fault, however noisy its curve.
+    confirm=((O("gain[batches_merged]", "better"), O("batch_small", "present")),),
+    refute=(O("batch_small", "absent"),),
     other_shapes=("stepwise",),  # a seed whose swings reach 3x the start reads as jumps
     signature=Signature((
         C("loss_swing", ">=", 0.25, "swing of the smoothed loss",

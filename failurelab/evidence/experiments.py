@@ -41,7 +41,9 @@ signatures read:
   an attention module hides varied tokens and lets one repeated token through: the
   padding attended, the text hidden; 0 when it hides one repeated token), and
   `loss_takes_logits` (1 when your `loss` equals, on the model's output, the loss that
-  reads the output as logits: cross-entropy, or binary cross-entropy with logits).
+  reads the output as logits: cross-entropy, or binary cross-entropy with logits),
+  `batch_small` (1 when the median training batch holds 8 samples or fewer:
+  batch_too_small's own threshold).
 
 A route's check is the *premise* of its cause (the mechanism, observed): an arm such
 as standardised inputs or a re-initialisation helps many broken runs, so by itself it
@@ -64,12 +66,13 @@ from .quantities import loss_start, nonfinite_losses
 # The arms whose effect is a gain, by the short name the outcomes use.
 GAIN_ARMS = ("lr/10", "lr*10", "lr*100", "overfit_batch", "labels_permuted", "inputs_standardised",
              "float32", "reinit_defaults", "reference_step", "targets_shaped",
-             "output_identity", "reshuffled", "train_mode", "mask_inverted")
+             "output_identity", "reshuffled", "train_mode", "mask_inverted", "batches_merged")
 CHECKS = ("nonfinite_inputs", "no_grad_at_step", "grad_not_optimized", "grads_carried",
           "lr_decayed", "dead_units", "saturated_units", "inputs_unscaled",
           "weights_above_default", "weights_below_default", "val_inputs_shifted",
           "samples_mixed", "targets_misshaped", "output_activation", "output_probabilities",
-          "batches_unmixed", "steps_in_eval", "padding_hides_tokens", "loss_takes_logits")
+          "batches_unmixed", "steps_in_eval", "padding_hides_tokens", "loss_takes_logits",
+          "batch_small")
 EFFECTS = tuple(f"gain[{arm}]" for arm in GAIN_ARMS) + CHECKS
 
 # "Clearly" better or worse: the arm's final loss differs from the baseline's by more

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
+from ..catalogue import FAULTS
 from ..catalogue.conditions import INPUTS_SCALED, INPUTS_SMALL
 from ..evidence.experiments import INIT_OFF
 from ..evidence.quantities import input_magnitude, input_scale_spread
@@ -545,6 +546,35 @@ def _gini(y: torch.Tensor) -> float:
 def _median_gini(batches) -> float:
     values = sorted(_gini(y) for y in batches)
     return values[len(values) // 2]
+
+
+# batch_too_small's own threshold (its signature's batch_size_median), read from it: a
+# handful of samples per step, every gradient estimate noise-dominated.
+SMALL_BATCH = next(c.threshold for c in FAULTS["batch_too_small"].signature.conditions
+                   if c.quantity == "batch_size_median")
+
+
+def median_batch(parts: Parts) -> float:
+    """The median number of samples in the distinct training batches (the inputs' first
+    dimension, as the Monitor's batch_size); NaN when the inputs are not tensors."""
+    sizes = []
+    for batch in _distinct(parts.batches):
+        try:
+            x = parts.inputs(batch)
+        except Exception:  # noqa: BLE001 - no inputs to read
+            return math.nan
+        if not isinstance(x, torch.Tensor) or x.dim() < 1:
+            return math.nan
+        sizes.append(len(x))
+    sizes.sort()
+    return float(sizes[len(sizes) // 2]) if sizes else math.nan
+
+
+def batch_small(parts: Parts) -> float:
+    """`batch_small`: 1 when the median training batch holds SMALL_BATCH samples or
+    fewer, 0 when more, NaN when not measured."""
+    size = median_batch(parts)
+    return math.nan if size != size else float(size <= SMALL_BATCH)
 
 
 def steps_in_eval(history: pd.DataFrame, limit: float, share) -> float:

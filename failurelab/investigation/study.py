@@ -132,6 +132,7 @@ def part_checks(parts) -> dict[str, float]:
             "output_activation": activation, "output_probabilities": probabilities,
             "loss_takes_logits": checks.loss_takes_logits(parts),
             "batches_unmixed": checks.batches_unmixed(parts),
+            "batch_small": checks.batch_small(parts),
             "padding_hides_tokens": checks.padding_hides_tokens(parts)}
 
 
