@@ -714,3 +714,39 @@ def test_batches_of_one_sample_are_batch_too_small_and_batches_of_32_are_healthy
     assert inv.effects["gain[batches_merged]"] > ex.CLEAR
     fixed = _investigate(**_picture_parts(_collated()))
     assert fixed.top is None and fixed.effects["batch_small"] == 0.0
+
+
+# --- the user's own evaluation: is the model in eval mode there? ----------------------------
+
+def _dropout_mlp():
+    return nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.5), nn.Linear(32, 3))
+
+
+def _accuracy(eval_first):
+    def evaluate(model, val_batches):
+        if eval_first:
+            model.eval()
+        with torch.no_grad():
+            right = sum(int((model(x).argmax(1) == y).sum()) for x, y in val_batches)
+        model.train()
+        return right / sum(len(y) for _, y in val_batches)
+    return evaluate
+
+
+def test_an_evaluation_without_eval_is_eval_mode_forgotten_and_with_it_healthy():
+    """Training is healthy either way; the user's evaluation, handed in, runs a model
+    with dropout in training mode (named) or in eval mode (healthy).  Without a module
+    whose forward depends on the mode, forgetting eval() changes nothing: not flagged."""
+    from failurelab.investigation import checks
+
+    val = _data(n=128, seed=1)
+    forgot = {**_parts(model=_dropout_mlp), "val_batches": val, "evaluate": _accuracy(False)}
+    careful = {**forgot, "evaluate": _accuracy(True)}
+    plain = {**_parts(), "val_batches": val, "evaluate": _accuracy(False)}
+    assert checks.evaluates_in_train_mode(make_parts(**forgot)) == 1.0
+    assert checks.evaluates_in_train_mode(make_parts(**careful)) == 0.0
+    assert checks.evaluates_in_train_mode(make_parts(**plain)) == 0.0
+    assert math.isnan(checks.evaluates_in_train_mode(make_parts(**_parts(model=_dropout_mlp))))
+    inv = _investigate(**forgot)
+    assert inv.top == "eval_mode_forgotten" and inv.confidence == "high", inv.text()
+    assert _investigate(**careful).top is None

@@ -43,7 +43,9 @@ signatures read:
   `loss_takes_logits` (1 when your `loss` equals, on the model's output, the loss that
   reads the output as logits: cross-entropy, or binary cross-entropy with logits),
   `batch_small` (1 when the median training batch holds 8 samples or fewer:
-  batch_too_small's own threshold).
+  batch_too_small's own threshold), and `evaluates_in_train_mode` (1 when the user's own
+  evaluation, handed in as `evaluate`, runs a model that holds dropout or batch norm in
+  training mode).
 
 A route's check is the *premise* of its cause (the mechanism, observed): an arm such
 as standardised inputs or a re-initialisation helps many broken runs, so by itself it
@@ -72,7 +74,7 @@ CHECKS = ("nonfinite_inputs", "no_grad_at_step", "grad_not_optimized", "grads_ca
           "weights_above_default", "weights_below_default", "val_inputs_shifted",
           "samples_mixed", "targets_misshaped", "output_activation", "output_probabilities",
           "batches_unmixed", "steps_in_eval", "padding_hides_tokens", "loss_takes_logits",
-          "batch_small")
+          "batch_small", "evaluates_in_train_mode")
 EFFECTS = tuple(f"gain[{arm}]" for arm in GAIN_ARMS) + CHECKS
 
 # "Clearly" better or worse: the arm's final loss differs from the baseline's by more

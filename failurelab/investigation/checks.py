@@ -582,3 +582,40 @@ def steps_in_eval(history: pd.DataFrame, limit: float, share) -> float:
     the history quantity that reads it), 0 below, NaN when not recorded."""
     value = share(history)
     return math.nan if value != value else float(value >= limit)
+
+
+# Modules whose forward depends on the mode: dropout drops units only in training mode,
+# batch norm normalises with the batch's statistics there (and updates its running ones).
+_MODE_DEPENDENT = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+EVAL_BATCHES = 2  # validation batches the check hands your evaluation: the mode shows at once
+
+
+def evaluates_in_train_mode(parts: Parts) -> float:
+    """`evaluates_in_train_mode`: does your `evaluate` run the model in training mode?
+    Your evaluation is called once on a fresh model (seeded as the baseline's, in
+    training mode, as a loop leaves it between steps) and the first EVAL_BATCHES
+    validation batches (the first training batch without validation batches); a
+    forward pre-hook notes the model's mode at every pass.  1 when a pass ran in
+    training mode and the model holds a module whose forward depends on the mode
+    (dropout with p > 0, batch norm): the metric is measured on a randomly thinned
+    network, on each batch's own statistics; 0 when every pass ran in eval mode, or no
+    module depends on it; NaN without `evaluate`, when it ran no forward pass, or failed."""
+    if parts.evaluate is None:
+        return math.nan
+    modes: list[bool] = []
+    try:
+        with warnings.catch_warnings(), torch.random.fork_rng():
+            warnings.simplefilter("ignore")
+            torch.manual_seed(parts.seed)
+            model = parts.make_model().train()
+            model.register_forward_pre_hook(lambda module, args: modes.append(module.training))
+            batches = parts.val_batches[:EVAL_BATCHES] or parts.batches[:1]
+            parts.evaluate(model, list(batches))
+    except Exception:  # noqa: BLE001 - your evaluation failed here: not measured
+        return math.nan
+    if not modes:
+        return math.nan
+    moded = any(isinstance(m, _MODE_DEPENDENT) and not (
+        isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p == 0)
+        for m in model.modules())
+    return float(moded and any(modes))

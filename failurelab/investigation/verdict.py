@@ -46,7 +46,8 @@ class Judgement:
 # looks healthy (a run on raw pixels may still converge; a loop that hides its real
 # tokens learns a little from where the padding sits): healthy loops show none of them.
 PROPOSING = ("inputs_unscaled", "weights_above_default", "weights_below_default",
-             "nonfinite_inputs", "batches_unmixed", "padding_hides_tokens")
+             "nonfinite_inputs", "batches_unmixed", "padding_hides_tokens",
+             "evaluates_in_train_mode")
 # Premises that propose their causes only on a curve that is not healthy: a batch of a
 # few samples is a choice many healthy loops make (a loop on batches of 8 that learns
 # learns better from batches of 64, as any loop does from more samples per step); it is
