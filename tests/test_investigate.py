@@ -750,3 +750,16 @@ def test_an_evaluation_without_eval_is_eval_mode_forgotten_and_with_it_healthy()
     inv = _investigate(**forgot)
     assert inv.top == "eval_mode_forgotten" and inv.confidence == "high", inv.text()
     assert _investigate(**careful).top is None
+
+
+def test_a_small_batch_at_a_rate_that_diverges_is_not_batch_too_small():
+    """Batches of 2 with a rate far too large: merging the batches helps (3.6 spreads
+    measured), but a tenth of the rate does too - the course's own experiment says the rate,
+    not the batch's noise, is too large, and refutes batch_too_small."""
+    parts = {**_picture_parts(_collated(size=2)), "steps": 100,
+             "optimizer": lambda m: torch.optim.SGD(m.parameters(), lr=3.0, momentum=0.9)}
+    inv = _investigate(**parts)
+    assert inv.shape != "healthy", inv.text()
+    assert inv.effects["gain[lr/10]"] > ex.CLEAR
+    status = {j.fault: j.status for j in inv.judgements}
+    assert status.get("batch_too_small") == "refuted" and inv.top != "batch_too_small"
