@@ -246,8 +246,19 @@ def passive(parts: dict):
         return fl.diagnose(history)
 
 
-def active(parts: dict):
-    """fl.investigate on the case's parts, when the installed failurelab has it."""
+def evaluation(module, fixed: bool):
+    """The case's own evaluation, `measure(model, val_batches, fixed)`, as the parts'
+    `evaluate`: the program's metric as the program computes it (an evaluation bug lives
+    there); None for a case without one."""
+    measure = getattr(module, "measure", None)
+    if measure is None:
+        return None
+    return lambda model, val_batches: measure(model, val_batches, fixed)
+
+
+def active(parts: dict, evaluate=None):
+    """fl.investigate on the case's parts (and its evaluation), when the installed
+    failurelab has it."""
     try:
         import failurelab as fl
         investigate = fl.investigate
@@ -255,6 +266,8 @@ def active(parts: dict):
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        if evaluate is not None:
+            parts = {**parts, "evaluate": evaluate}
         return investigate(**parts)
 
 
@@ -268,7 +281,8 @@ def diagnose_case(name: str, truth: dict, with_active: bool) -> dict:
     t_passive = time.perf_counter() - t0
     fixed_reading = passive(module.parts(fixed=True, seed=0)) if row["kind"] == "failure" else None
     t1 = time.perf_counter()
-    act = active(module.parts(fixed=False, seed=0)) if with_active else None
+    act = active(module.parts(fixed=False, seed=0), evaluation(module, False)) \
+        if with_active else None
     t_active = time.perf_counter() - t1 if act is not None else math.nan
     return dict(case=name, kind=row["kind"], accepted=";".join(row["accepted"]) or "-",
                 passive=describe(buggy), passive_score=score(buggy, row["accepted"], row["kind"]),

@@ -292,14 +292,14 @@ NO_SHUFFLE = Fault(
     edit=(Set("shuffle", False),),
     repair=(Set("shuffle", True),),
     probe=(Scale("lr", 0.1),),
-    # On a user's loop the batches show it: one class per batch where the same labels
-    # dealt at random would mix (the mechanism itself, as NaN in the inputs is
+    # On a user's loop the batches show it: one class (or a few) per batch where the
+    # same labels dealt at random would mix (the mechanism itself, as NaN in the inputs is
     # nan_in_data's). Re-dealing the samples at random is the fix as an experiment; the
     # training loss need not show it (a batch of one class is easy to fit: the harm is
     # what the model learns), so it is a route, not the only one.
-    confirm=((O("gain[reshuffled]", "better"), O("batches_one_class", "present")),
-             O("batches_one_class", "present")),
-    refute=(O("batches_one_class", "absent"),),
+    confirm=((O("gain[reshuffled]", "better"), O("batches_unmixed", "present")),
+             O("batches_unmixed", "present")),
+    refute=(O("batches_unmixed", "absent"),),
     signature=Signature((
         C("label_purity_median", ">=", 0.99, "median share of the batch's main class",
           "a shuffled batch of 64 from 3 balanced classes is ~40% one class; 99% "

@@ -34,6 +34,11 @@ EVAL_MODE_FORGOTTEN = Fault(
     edit=(Set("eval_mode", False),),
     repair=(Set("eval_mode", True),),
     probe=(Set("dropout", 0.0),),
+    # On a user's loop, with their evaluation handed in (`evaluate`): the model is seen
+    # in training mode during it while it holds dropout or batch norm, the mechanism
+    # itself; every pass in eval mode (or nothing that the mode changes) refutes it.
+    confirm=(O("evaluates_in_train_mode", "present"),),
+    refute=(O("evaluates_in_train_mode", "absent"),),
     signature=Signature((
         C("val_jitter_max", ">=", 1e-4, "logit difference between two validation "
           "passes", "in eval mode two passes are bitwise identical (exactly 0); "

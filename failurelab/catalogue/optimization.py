@@ -277,6 +277,13 @@ BATCH_TOO_SMALL = Fault(
     edit=(Set("batch_size", 2),),
     repair=(Set("batch_size", 64),),
     probe=(Scale("lr", 0.1),),
+    # On a user's loop: the same steps on batches merged to 64 samples reach a lower
+    # loss, and the batches are this small (the mechanism, seen); a loop whose batches
+    # hold more is not this fault, however noisy its curve.  A tenth of the rate that
+    # helps too is the course's own experiment turned against it: the rate, not the
+    # batch's noise, is too large (a batch of 2 at an 8-GPU rate diverges either way).
+    confirm=((O("gain[batches_merged]", "better"), O("batch_small", "present")),),
+    refute=(O("batch_small", "absent"), O("gain[lr/10]", "better")),
     other_shapes=("stepwise",),  # a seed whose swings reach 3x the start reads as jumps
     signature=Signature((
         C("loss_swing", ">=", 0.25, "swing of the smoothed loss",

@@ -33,14 +33,19 @@ signatures read:
   loss broadcasts to (B, B)), `output_activation` / `output_probabilities` (1 when the
   model's output is the output of an activation module: a rectifier or squashing
   function such as ReLU or Tanh / a softmax or sigmoid, probabilities),
-  `batches_one_class` (1 when the median batch holds one class: no_shuffle's own
-  threshold), and `steps_in_eval` (1 when the baseline took as large a share of its
-  steps in eval mode as train_mode_not_restored's signature asks), and
+  `batches_unmixed` (1 when the median batch holds less than half the label diversity
+  that batches dealt at random hold: the data's order, one class or two per batch),
+  and `steps_in_eval` (1 when the baseline took as large a share of its steps in eval
+  mode as train_mode_not_restored's signature asks), and
   `padding_hides_tokens` (1 when the key-padding mask one step of the user's loop hands
   an attention module hides varied tokens and lets one repeated token through: the
   padding attended, the text hidden; 0 when it hides one repeated token), and
   `loss_takes_logits` (1 when your `loss` equals, on the model's output, the loss that
-  reads the output as logits: cross-entropy, or binary cross-entropy with logits).
+  reads the output as logits: cross-entropy, or binary cross-entropy with logits),
+  `batch_small` (1 when the median training batch holds 8 samples or fewer:
+  batch_too_small's own threshold), and `evaluates_in_train_mode` (1 when the user's own
+  evaluation, handed in as `evaluate`, runs a model that holds dropout or batch norm in
+  training mode).
 
 A route's check is the *premise* of its cause (the mechanism, observed): an arm such
 as standardised inputs or a re-initialisation helps many broken runs, so by itself it
@@ -63,12 +68,13 @@ from .quantities import loss_start, nonfinite_losses
 # The arms whose effect is a gain, by the short name the outcomes use.
 GAIN_ARMS = ("lr/10", "lr*10", "lr*100", "overfit_batch", "labels_permuted", "inputs_standardised",
              "float32", "reinit_defaults", "reference_step", "targets_shaped",
-             "output_identity", "reshuffled", "train_mode", "mask_inverted")
+             "output_identity", "reshuffled", "train_mode", "mask_inverted", "batches_merged")
 CHECKS = ("nonfinite_inputs", "no_grad_at_step", "grad_not_optimized", "grads_carried",
           "lr_decayed", "dead_units", "saturated_units", "inputs_unscaled",
           "weights_above_default", "weights_below_default", "val_inputs_shifted",
           "samples_mixed", "targets_misshaped", "output_activation", "output_probabilities",
-          "batches_one_class", "steps_in_eval", "padding_hides_tokens", "loss_takes_logits")
+          "batches_unmixed", "steps_in_eval", "padding_hides_tokens", "loss_takes_logits",
+          "batch_small", "evaluates_in_train_mode")
 EFFECTS = tuple(f"gain[{arm}]" for arm in GAIN_ARMS) + CHECKS
 
 # "Clearly" better or worse: the arm's final loss differs from the baseline's by more

@@ -10,6 +10,7 @@ these parts (no separate loss for a reference step, no low precision to undo...)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -226,6 +227,31 @@ def reshuffled(parts: Parts) -> Parts | None:
     return replace(parts, batches=batches)
 
 
+MERGED = 64  # samples per step in `batches_merged`: the top of healthy loops' batches
+
+
+def batches_merged(parts: Parts) -> Parts | None:
+    """Every step's batch replaced by the samples of k consecutive batches (from its own
+    on, wrapping at the end), k enough to hold MERGED samples at the median batch size:
+    the same steps, the same order of samples, the same step function, k times as many
+    samples per step.  Only for batches of `checks.SMALL_BATCH` samples or fewer (a
+    larger batch's gradient noise is not the suspect, and the arm would cost k times
+    the baseline's compute); batches must be tuples, lists or dicts of tensors with one
+    first dimension.  None otherwise."""
+    fields = [_sample_fields(b) for b in parts.batches]
+    if any(f is None for f in fields) or len({tuple(k for k, _ in f) for f in fields}) != 1:
+        return None
+    size = checks.median_batch(parts)
+    if not size <= checks.SMALL_BATCH:
+        return None
+    n, keys, k = len(fields), [key for key, _ in fields[0]], math.ceil(MERGED / size)
+    merged = []
+    for i, b in enumerate(parts.batches):
+        group = [dict(fields[(i + j) % n]) for j in range(k)]
+        merged.append(_rebuilt(b, {key: torch.cat([g[key] for g in group]) for key in keys}))
+    return replace(parts, batches=tuple(merged))
+
+
 def _sample_fields(batch) -> list[tuple] | None:
     """[(key, tensor)] of a batch whose every field is a tensor of one first dimension."""
     items = list(batch.items()) if isinstance(batch, dict) else (
@@ -333,6 +359,10 @@ ARMS = {arm.name: arm for arm in (
                                 "输出激活：跳过它，模型以它前面的那一层结尾"), output_identity),
     Arm("reshuffled", Text("the batches: the same samples re-dealt at random across the steps",
                            "批次：同样的样本随机重新分配到各步"), reshuffled),
+    Arm("batches_merged", Text(f"the batch size: consecutive batches merged into one of "
+                               f"{MERGED} samples at every step",
+                               f"批大小：每一步把连续的批次合并为一个 {MERGED} 个样本的批次"),
+        batches_merged),
     Arm("train_mode", Text("the mode: training mode for every forward pass that takes "
                            "gradients", "模式：每次需要梯度的前向传播都处于训练模式"),
         train_mode),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
+from ..catalogue import FAULTS
 from ..catalogue.conditions import INPUTS_SCALED, INPUTS_SMALL
 from ..evidence.experiments import INIT_OFF
 from ..evidence.quantities import input_magnitude, input_scale_spread
@@ -353,9 +354,9 @@ class OutputMaker:
 
 
 def output_maker(parts: Parts) -> OutputMaker | None:
-    """Which activation module made the model's output (a fresh model in eval mode,
-    no gradients, the first batch); None when the output is no activation module's
-    output, or the model cannot be run on its inputs alone."""
+    """Which activation module made the model's output, as it is or reshaped (a fresh
+    model in eval mode, no gradients, the first batch); None when the output is no
+    activation module's output, or the model cannot be run on its inputs alone."""
     kinds = SQUASHING + PROBABILITIES
     try:
         with warnings.catch_warnings(), torch.no_grad(), torch.random.fork_rng():
@@ -378,10 +379,22 @@ def output_maker(parts: Parts) -> OutputMaker | None:
     if len(out) != 1:
         return None
     for name, call, output in reversed(calls):
-        if output is out[0]:
+        if _same_values(output, out[0]):
             module = model.get_submodule(name)
             return OutputMaker(name, call, isinstance(module, PROBABILITIES))
     return None
+
+
+def _same_values(made, out: torch.Tensor) -> bool:
+    """Is `out` the activation's output `made`, or a view of it that only reshapes
+    (`.squeeze(-1)`, `.view(-1)`, `.flatten()`): the same memory, the same entries."""
+    if made is out:
+        return True
+    if not isinstance(made, torch.Tensor) or made.numel() != out.numel() or not out.numel():
+        return False
+    return (made.untyped_storage().data_ptr() == out.untyped_storage().data_ptr()
+            and made.storage_offset() == out.storage_offset()
+            and torch.equal(made.reshape(-1), out.reshape(-1)))
 
 
 def _note_call(name: str, calls: list, counts: dict):
@@ -488,13 +501,22 @@ def loss_takes_logits(parts: Parts) -> float:
                      for v in logits_losses))
 
 
-def batches_one_class(parts: Parts, limit: float, seed: int = 4321) -> float:
-    """1 when the median distinct training batch gives `limit` or more of its samples
-    to one class while the same labels dealt into batches of the same sizes at random
-    (a fixed generator) would not: the order made the batches pure, not the data's own
-    imbalance (95% of one class fills many a batch of 16 by chance).  0 otherwise; NaN
-    for targets that are not class labels (integers, one dimension, batches of 16 or
-    more, as the label-purity quantity reads them)."""
+# A batch dealt at random holds (n-1)/n of the training labels' diversity (Gini
+# impurity), 0.94 or more for batches of 16; batches that hold less than half of it
+# were made by the data's order, not by chance (one class each: 0; a fine-grained set
+# stored class by class, two classes of a hundred in a batch: ~0.4).
+MIXED = 0.5
+
+
+def batches_unmixed(parts: Parts, seed: int = 4321) -> float:
+    """1 when the median distinct training batch holds less than MIXED of the label
+    diversity the same labels dealt into batches of the same sizes at random (a fixed
+    generator) hold: the order made the batches unrepresentative (sorted by class, one
+    class or two per batch), not the data's own imbalance, which random batches share.
+    Diversity: a batch's Gini impurity (1 - sum of squared class shares), as a share
+    of the whole set's.  0 otherwise; NaN for targets that are not class labels
+    (integers, one dimension, batches of 16 or more, as the label-purity quantity
+    reads them) or a single class."""
     ys = []
     for batch in _distinct(parts.batches):
         try:
@@ -508,14 +530,51 @@ def batches_one_class(parts: Parts, limit: float, seed: int = 4321) -> float:
     if not ys:
         return math.nan
     joined = torch.cat(ys)
+    whole = _gini(joined)
+    if whole <= 0:
+        return math.nan
     dealt = joined[torch.randperm(len(joined), generator=torch.Generator().manual_seed(seed))]
     random = dealt.split([len(y) for y in ys])
-    return float(_median_purity(ys) >= limit > _median_purity(random))
+    return float(_median_gini(ys) < MIXED * _median_gini(random))
 
 
-def _median_purity(batches) -> float:
-    shares = sorted(float(torch.bincount(y - y.min()).max()) / len(y) for y in batches)
-    return shares[len(shares) // 2]
+def _gini(y: torch.Tensor) -> float:
+    shares = torch.bincount(y - y.min()).double() / len(y)
+    return float(1 - shares.pow(2).sum())
+
+
+def _median_gini(batches) -> float:
+    values = sorted(_gini(y) for y in batches)
+    return values[len(values) // 2]
+
+
+# batch_too_small's own threshold (its signature's batch_size_median), read from it: a
+# handful of samples per step, every gradient estimate noise-dominated.
+SMALL_BATCH = next(c.threshold for c in FAULTS["batch_too_small"].signature.conditions
+                   if c.quantity == "batch_size_median")
+
+
+def median_batch(parts: Parts) -> float:
+    """The median number of samples in the distinct training batches (the inputs' first
+    dimension, as the Monitor's batch_size); NaN when the inputs are not tensors."""
+    sizes = []
+    for batch in _distinct(parts.batches):
+        try:
+            x = parts.inputs(batch)
+        except Exception:  # noqa: BLE001 - no inputs to read
+            return math.nan
+        if not isinstance(x, torch.Tensor) or x.dim() < 1:
+            return math.nan
+        sizes.append(len(x))
+    sizes.sort()
+    return float(sizes[len(sizes) // 2]) if sizes else math.nan
+
+
+def batch_small(parts: Parts) -> float:
+    """`batch_small`: 1 when the median training batch holds SMALL_BATCH samples or
+    fewer, 0 when more, NaN when not measured."""
+    size = median_batch(parts)
+    return math.nan if size != size else float(size <= SMALL_BATCH)
 
 
 def steps_in_eval(history: pd.DataFrame, limit: float, share) -> float:
@@ -523,3 +582,40 @@ def steps_in_eval(history: pd.DataFrame, limit: float, share) -> float:
     the history quantity that reads it), 0 below, NaN when not recorded."""
     value = share(history)
     return math.nan if value != value else float(value >= limit)
+
+
+# Modules whose forward depends on the mode: dropout drops units only in training mode,
+# batch norm normalises with the batch's statistics there (and updates its running ones).
+_MODE_DEPENDENT = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+EVAL_BATCHES = 2  # validation batches the check hands your evaluation: the mode shows at once
+
+
+def evaluates_in_train_mode(parts: Parts) -> float:
+    """`evaluates_in_train_mode`: does your `evaluate` run the model in training mode?
+    Your evaluation is called once on a fresh model (seeded as the baseline's, in
+    training mode, as a loop leaves it between steps) and the first EVAL_BATCHES
+    validation batches (the first training batch without validation batches); a
+    forward pre-hook notes the model's mode at every pass.  1 when a pass ran in
+    training mode and the model holds a module whose forward depends on the mode
+    (dropout with p > 0, batch norm): the metric is measured on a randomly thinned
+    network, on each batch's own statistics; 0 when every pass ran in eval mode, or no
+    module depends on it; NaN without `evaluate`, when it ran no forward pass, or failed."""
+    if parts.evaluate is None:
+        return math.nan
+    modes: list[bool] = []
+    try:
+        with warnings.catch_warnings(), torch.random.fork_rng():
+            warnings.simplefilter("ignore")
+            torch.manual_seed(parts.seed)
+            model = parts.make_model().train()
+            model.register_forward_pre_hook(lambda module, args: modes.append(module.training))
+            batches = parts.val_batches[:EVAL_BATCHES] or parts.batches[:1]
+            parts.evaluate(model, list(batches))
+    except Exception:  # noqa: BLE001 - your evaluation failed here: not measured
+        return math.nan
+    if not modes:
+        return math.nan
+    moded = any(isinstance(m, _MODE_DEPENDENT) and not (
+        isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p == 0)
+        for m in model.modules())
+    return float(moded and any(modes))

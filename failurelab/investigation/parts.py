@@ -2,8 +2,8 @@
 
 `make_parts` normalises what the user hands `fl.investigate` into a frozen `Parts`:
 a way to make a fresh model, a way to make its optimizer (and scheduler), the batches
-of every step, the user's own step, and optionally a separate loss, validation batches
-and accessors for a batch's inputs and targets.  The batches are taken once, up front
+of every step, the user's own step, and optionally a separate loss, validation batches,
+the user's own evaluation and accessors for a batch's inputs and targets.  The batches are taken once, up front
 (`steps` of them, passing over the data as many times as needed, any DataLoader shuffle
 seeded), so that every arm sees exactly the same batches in the same order: an
 experiment's only difference from the baseline is the factor it changes.
@@ -40,6 +40,7 @@ class Parts:
     with_targets: Callable = None  # (batch, new targets) -> batch
     seed: int = 0
     autocast: bool = True  # False: every torch.autocast inside the step is disabled
+    evaluate: Callable | None = None  # (model, val_batches) -> anything: your evaluation
 
     @property
     def steps(self) -> int:
@@ -48,19 +49,22 @@ class Parts:
 
 def make_parts(model=None, optimizer=None, batches=None, step=None, loss=None,
                val_batches=None, inputs=None, targets=None, steps=200, seed=0,
-               datamodule=None) -> Parts:
+               datamodule=None, evaluate=None) -> Parts:
     """Check and normalise the user's parts; a LightningModule in place of `model`
     becomes the parts through `lightning_parts`."""
     if _is_lightning(model):
         from .lightning import lightning_parts
 
         return make_parts(**lightning_parts(model, datamodule, batches, val_batches),
-                          loss=loss, inputs=inputs, targets=targets, steps=steps, seed=seed)
+                          loss=loss, inputs=inputs, targets=targets, steps=steps, seed=seed,
+                          evaluate=evaluate)
     _callable(model, "model", "() -> nn.Module: a function that builds a fresh model")
     _callable(optimizer, "optimizer", "(model) -> Optimizer, or (Optimizer, scheduler)")
     _callable(step, "step", "(model, optimizer, batch) -> loss: your training step")
     if loss is not None:
         _callable(loss, "loss", "(output, target) -> loss")
+    if evaluate is not None:
+        _callable(evaluate, "evaluate", "(model, val_batches) -> your metric: your evaluation")
     if not isinstance(steps, int) or isinstance(steps, bool) or not 2 <= steps <= MAX_STEPS:
         raise PartsError(f"steps must be an integer from 2 to {MAX_STEPS}, got {steps!r}")
     if not isinstance(seed, int) or isinstance(seed, bool):
@@ -70,7 +74,7 @@ def make_parts(model=None, optimizer=None, batches=None, step=None, loss=None,
     get_x, set_x = _accessor(inputs, INPUT_KEYS, 0, "inputs")
     get_y, set_y = _accessor(targets, TARGET_KEYS, 1, "targets")
     return Parts(model, _optimizer_factory(optimizer), tuple(taken), step, loss, val,
-                 get_x, get_y, set_x, set_y, seed)
+                 get_x, get_y, set_x, set_y, seed, evaluate=evaluate)
 
 
 def build(parts: Parts):

@@ -35,7 +35,6 @@ def _threshold(fault: str, quantity: str) -> float:
 
 # How far validation inputs must sit from the training inputs to be "shifted".
 VAL_SHIFT = _threshold("val_not_normalized", "eval_input_shift")
-ONE_CLASS = _threshold("no_shuffle", "label_purity_median")  # batches that hold one class
 IN_EVAL = _threshold("train_mode_not_restored", "eval_mode_share")  # steps in eval mode
 
 
@@ -81,18 +80,21 @@ class Investigation:
 
 def investigate(model=None, optimizer=None, batches=None, step=None, loss=None,
                 val_batches=None, inputs=None, targets=None, steps=200, seed=0, *,
-                datamodule=None, workers: int | None = None, progress: bool = True,
-                lang: str | None = None, faults: dict | None = None) -> Investigation:
+                datamodule=None, evaluate=None, workers: int | None = None,
+                progress: bool = True, lang: str | None = None,
+                faults: dict | None = None) -> Investigation:
     """Investigate your own training loop (see docs/investigate.md).
 
     `model`: () -> nn.Module (or a LightningModule); `optimizer`: (model) -> Optimizer
     or (Optimizer, scheduler); `batches`: re-iterable of batches; `step`: (model,
     optimizer, batch) -> loss, your step as written; `loss`: (output, target) -> loss
-    (enables the reference-step experiment); `steps`: steps per run; `workers`:
+    (enables the reference-step experiment); `evaluate`: (model, val_batches) ->
+    anything, your evaluation as written (is the model in eval mode there?); `steps`:
+    steps per run; `workers`:
     processes (default: up to 4 cores); `progress`: one line per arm on stderr."""
     faults = catalogue.FAULTS if faults is None else faults
     parts = make_parts(model, optimizer, batches, step, loss, val_batches, inputs, targets,
-                       steps, seed, datamodule)
+                       steps, seed, datamodule, evaluate)
     workers = runner.default_workers() if workers is None else max(1, int(workers))
     notes: list[str] = []
     if workers > 1 and not runner.parallel_possible():
@@ -132,7 +134,9 @@ def part_checks(parts) -> dict[str, float]:
             "targets_misshaped": checks.targets_misshaped(parts),
             "output_activation": activation, "output_probabilities": probabilities,
             "loss_takes_logits": checks.loss_takes_logits(parts),
-            "batches_one_class": checks.batches_one_class(parts, ONE_CLASS),
+            "batches_unmixed": checks.batches_unmixed(parts),
+            "batch_small": checks.batch_small(parts),
+            "evaluates_in_train_mode": checks.evaluates_in_train_mode(parts),
             "padding_hides_tokens": checks.padding_hides_tokens(parts)}
 
 

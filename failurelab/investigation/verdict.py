@@ -46,7 +46,13 @@ class Judgement:
 # looks healthy (a run on raw pixels may still converge; a loop that hides its real
 # tokens learns a little from where the padding sits): healthy loops show none of them.
 PROPOSING = ("inputs_unscaled", "weights_above_default", "weights_below_default",
-             "nonfinite_inputs", "batches_one_class", "padding_hides_tokens")
+             "nonfinite_inputs", "batches_unmixed", "padding_hides_tokens",
+             "evaluates_in_train_mode")
+# Premises that propose their causes only on a curve that is not healthy: a batch of a
+# few samples is a choice many healthy loops make (a loop on batches of 8 that learns
+# learns better from batches of 64, as any loop does from more samples per step); it is
+# a suspect when the run fails.
+SUSPECTING = ("batch_small",)
 
 
 def hypotheses(diagnosis, faults: dict, premises: dict | None = None) -> list[Hypothesis]:
@@ -58,8 +64,10 @@ def hypotheses(diagnosis, faults: dict, premises: dict | None = None) -> list[Hy
     for name in diagnosis.lookalikes:
         if name in faults and name not in {h.fault for h in out}:
             out.append(Hypothesis(name, "diagnosis"))
+    proposing = PROPOSING + (SUSPECTING if diagnosis.shape != "healthy" else ())
     for name, fault in faults.items():
-        if name not in {h.fault for h in out} and _premise_seen(fault, premises or {}):
+        if name not in {h.fault for h in out} and _premise_seen(fault, premises or {},
+                                                                 proposing):
             out.append(Hypothesis(name, "premise"))
     if diagnosis.shape != "healthy":
         for name, fault in faults.items():
@@ -69,9 +77,9 @@ def hypotheses(diagnosis, faults: dict, premises: dict | None = None) -> list[Hy
     return out
 
 
-def _premise_seen(fault, premises: dict) -> bool:
+def _premise_seen(fault, premises: dict, proposing: tuple = PROPOSING) -> bool:
     """Does a confirming route of `fault` hold a proposing check that the run shows?"""
-    return any(o.arm in PROPOSING and o.holds(premises.get(o.effect, math.nan))
+    return any(o.arm in proposing and o.holds(premises.get(o.effect, math.nan))
                for route in fault.confirm_routes for o in route)
 
 
