@@ -763,3 +763,35 @@ def test_a_small_batch_at_a_rate_that_diverges_is_not_batch_too_small():
     assert inv.effects["gain[lr/10]"] > ex.CLEAR
     status = {j.fault: j.status for j in inv.judgements}
     assert status.get("batch_too_small") == "refuted" and inv.top != "batch_too_small"
+
+
+# --- dropout: a rate past the common range, and the same run with dropout off ---------------
+
+def _dropout_parts(p):
+    return {**_parts(model=lambda: nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Dropout(p),
+                                                 nn.Linear(64, 3))), "steps": 120}
+
+
+def test_dropout_off_changes_the_rate_only_and_keeps_the_weights():
+    parts = make_parts(**_dropout_parts(0.9))
+    arm = arms.ARMS["dropout_off"].apply(parts)
+    assert _fields_changed(parts, arm) == {"make_model"}
+    assert _same_state(_initial_state(parts)[0], _initial_state(arm)[0])
+    assert [m.p for m in arm.make_model().modules() if isinstance(m, nn.Dropout)] == [0.0]
+    assert arms.ARMS["dropout_off"].apply(make_parts(**_parts())) is None  # no dropout
+
+
+def test_dropout_of_nine_tenths_is_dropout_too_strong_and_a_fifth_is_not():
+    """Dropout 0.9 on a 64-unit layer: the premise (a rate past 0.6, the fault's own
+    threshold) is in the model, and the run with dropout off ends clearly lower.  At
+    0.2, dropout off still lowers the training-mode loss (it always does), but the
+    premise is absent, so the fault is refuted, not named."""
+    from failurelab.investigation import checks
+
+    strong = _dropout_parts(0.9)
+    assert checks.dropout_strong(make_parts(**strong)) == 1.0
+    inv = _investigate(**strong)
+    assert inv.top == "dropout_too_strong", inv.text()
+    assert inv.effects["gain[dropout_off]"] > ex.CLEAR
+    mild = _investigate(**_dropout_parts(0.2))
+    assert mild.effects["dropout_strong"] == 0.0 and mild.top != "dropout_too_strong"

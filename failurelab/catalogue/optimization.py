@@ -206,6 +206,12 @@ DROPOUT_TOO_STRONG = Fault(
           why_zh="没有 dropout 时两个损失一致"),
     ), "without dropout train and eval losses agree",
        verdict_zh="没有 dropout 时，训练损失与评估损失一致"),
+    # On a user's loop: a dropout module drops 60% of its units or more (the mechanism,
+    # seen in the model), and the same run with dropout off reaches a lower loss.  The
+    # arm alone proves nothing (dropout off lowers any training-mode loss), so a model
+    # whose dropout stays within the common 0.1-0.5 is not this fault.
+    confirm=((O("gain[dropout_off]", "better"), O("dropout_strong", "present")),),
+    refute=(O("dropout_strong", "absent"),),
 )
 
 WEIGHT_DECAY_TOO_LARGE = Fault(

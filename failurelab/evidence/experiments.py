@@ -45,7 +45,8 @@ signatures read:
   `batch_small` (1 when the median training batch holds 8 samples or fewer:
   batch_too_small's own threshold), and `evaluates_in_train_mode` (1 when the user's own
   evaluation, handed in as `evaluate`, runs a model that holds dropout or batch norm in
-  training mode).
+  training mode), and `dropout_strong` (1 when a dropout module drops 60% of its units
+  or more: dropout_too_strong's own threshold).
 
 A route's check is the *premise* of its cause (the mechanism, observed): an arm such
 as standardised inputs or a re-initialisation helps many broken runs, so by itself it
@@ -68,13 +69,14 @@ from .quantities import loss_start, nonfinite_losses
 # The arms whose effect is a gain, by the short name the outcomes use.
 GAIN_ARMS = ("lr/10", "lr*10", "lr*100", "overfit_batch", "labels_permuted", "inputs_standardised",
              "float32", "reinit_defaults", "reference_step", "targets_shaped",
-             "output_identity", "reshuffled", "train_mode", "mask_inverted", "batches_merged")
+             "output_identity", "reshuffled", "train_mode", "mask_inverted", "batches_merged",
+             "dropout_off")
 CHECKS = ("nonfinite_inputs", "no_grad_at_step", "grad_not_optimized", "grads_carried",
           "lr_decayed", "dead_units", "saturated_units", "inputs_unscaled",
           "weights_above_default", "weights_below_default", "val_inputs_shifted",
           "samples_mixed", "targets_misshaped", "output_activation", "output_probabilities",
           "batches_unmixed", "steps_in_eval", "padding_hides_tokens", "loss_takes_logits",
-          "batch_small", "evaluates_in_train_mode")
+          "batch_small", "evaluates_in_train_mode", "dropout_strong")
 EFFECTS = tuple(f"gain[{arm}]" for arm in GAIN_ARMS) + CHECKS
 
 # "Clearly" better or worse: the arm's final loss differs from the baseline's by more

@@ -268,6 +268,29 @@ def _rebuilt(batch, values: dict):
     return rebuilt if isinstance(batch, list) else tuple(rebuilt)
 
 
+def dropout_off(parts: Parts) -> Parts | None:
+    """The model with every dropout module's rate set to 0, the rest as made (the same
+    weights: dropout holds none).  None when the model has no dropout module that drops
+    anything."""
+    make = parts.make_model
+
+    def without_dropout():
+        model = make()
+        for module in model.modules():
+            if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+                module.p = 0.0
+        return model
+    try:
+        with torch.random.fork_rng():
+            model = make()
+    except Exception:  # noqa: BLE001 - the baseline reports a model that cannot be made
+        return None
+    if not any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0
+               for m in model.modules()):
+        return None
+    return replace(parts, make_model=without_dropout)
+
+
 def train_mode(parts: Parts) -> Parts:
     """The model put in training mode before every forward pass that takes gradients
     (a forward pre-hook); passes without gradients, validation, keep the mode the
@@ -363,6 +386,8 @@ ARMS = {arm.name: arm for arm in (
                                f"{MERGED} samples at every step",
                                f"批大小：每一步把连续的批次合并为一个 {MERGED} 个样本的批次"),
         batches_merged),
+    Arm("dropout_off", Text("the dropout: every dropout module's rate set to 0",
+                            "dropout：所有 dropout 模块的比率设为 0"), dropout_off),
     Arm("train_mode", Text("the mode: training mode for every forward pass that takes "
                            "gradients", "模式：每次需要梯度的前向传播都处于训练模式"),
         train_mode),

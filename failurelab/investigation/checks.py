@@ -577,6 +577,26 @@ def batch_small(parts: Parts) -> float:
     return math.nan if size != size else float(size <= SMALL_BATCH)
 
 
+# dropout_too_strong's own threshold (its signature's dropout_rate), read from it: past
+# the 0.5 that is the largest rate in common use.
+STRONG_DROPOUT = next(c.threshold for c in FAULTS["dropout_too_strong"].signature.conditions
+                      if c.quantity == "dropout_rate")
+
+
+def dropout_strong(parts: Parts) -> float:
+    """`dropout_strong`: 1 when a dropout module of a fresh model drops STRONG_DROPOUT of
+    its units or more, 0 when every one drops fewer (or there is none), NaN when the
+    model could not be made.  Functional dropout (`F.dropout(x, p)`) is not seen."""
+    try:
+        with warnings.catch_warnings(), torch.random.fork_rng():
+            warnings.simplefilter("ignore")
+            model = parts.make_model()
+    except Exception:  # noqa: BLE001 - the model could not be made: not measured
+        return math.nan
+    rates = [m.p for m in model.modules() if isinstance(m, torch.nn.modules.dropout._DropoutNd)]
+    return float(max(rates, default=0.0) >= STRONG_DROPOUT)
+
+
 def steps_in_eval(history: pd.DataFrame, limit: float, share) -> float:
     """1 when the baseline took `limit` or more of its steps in eval mode (`share`:
     the history quantity that reads it), 0 below, NaN when not recorded."""

@@ -137,6 +137,7 @@ def part_checks(parts) -> dict[str, float]:
             "batches_unmixed": checks.batches_unmixed(parts),
             "batch_small": checks.batch_small(parts),
             "evaluates_in_train_mode": checks.evaluates_in_train_mode(parts),
+            "dropout_strong": checks.dropout_strong(parts),
             "padding_hides_tokens": checks.padding_hides_tokens(parts)}
 
 
