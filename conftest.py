@@ -59,6 +59,13 @@ def pytest_configure_node(node) -> None:
     node.workerinput[_RUN_FOLDER] = node.config.stash[_RUNS]
 
 
+@pytest.fixture(scope="session")
+def session_runs_folder(pytestconfig: pytest.Config) -> str:
+    """The session's folder of runs, for `tests/runs_cache.py`: a test's plain run of a
+    recipe (nothing patched) and the notebooks' runs of the same recipe are one run."""
+    return pytestconfig.stash[_RUNS]
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is None and _RUNS in config.stash:
         shutil.rmtree(config.stash[_RUNS], ignore_errors=True)

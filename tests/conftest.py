@@ -35,3 +35,14 @@ def every_forward(monkeypatch):
     from failurelab.telemetry import monitor
 
     monkeypatch.setattr(monitor, "FORWARD_EVERY", 1)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _plain_runs_shared_across_the_session(session_runs_folder):
+    """`runs_cache.cached_run` shares its runs with the other xdist worker and the
+    notebooks' kernels through the session's folder of runs (see tests/runs_cache.py)."""
+    import runs_cache
+
+    runs_cache.folder = session_runs_folder
+    yield
+    runs_cache.folder = None

@@ -54,17 +54,20 @@ def run(recipe_or_name: Recipe | str, *, seed: int = 0, steps: int | None = None
     `lab.runcache`; that store is off unless $FAILURELAB_RUN_CACHE names a folder."""
     from ..basics.recipes import check_seed
     from ..lab import runcache
-    from ..lab.train import run as train  # torch: only when a run is asked for
-    from ..lab.train import usable_device
 
     recipe = resolve(recipe_or_name)
     if steps is not None:
         recipe = recipe.replace(steps=steps)
     check_seed(seed)
-    device = usable_device(device)
+    if device != "cpu":  # torch says whether another device is usable ("cpu" always is)
+        from ..lab.train import usable_device
+
+        device = usable_device(device)
     stored = runcache.key(recipe, seed, preset, threads, str(device))
     done = runcache.load(stored)  # a verification session's notebooks share runs
     if done is None:
+        from ..lab.train import run as train  # torch: only when a run is trained
+
         done = train(recipe, seed=seed, preset=preset, threads=threads, device=device)
         runcache.store(stored, done)
     return done

@@ -15,17 +15,18 @@ import pandas as pd
 
 from ..basics.recipes import Recipe, baseline, diff, format_diff
 from ..basics.text import Text
-from ..catalogue.faults import Fault, check, get
+from ..catalogue.faults import Fault, check, get, run
 from ..evidence.runs import Run
 from ..evidence.signatures import Evidence, Signature, fmt, side_by_side
-from ..lab.train import run
 from ..views.tables import TextTable
 from .keys import EXPERIMENTS, fault_of
 
 
 @functools.lru_cache(maxsize=128)
 def _cached(recipe: Recipe, seed: int) -> Run:
-    """Runs are deterministic, so a notebook's baselines are computed once."""
+    """Runs are deterministic, so a notebook's baselines are computed once (and, through
+    `fl.run`, a verification session's Chinese edition reads the runs its English
+    edition computed: see `lab.runcache`)."""
     return run(recipe, seed=seed)
 
 

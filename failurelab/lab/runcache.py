@@ -27,10 +27,21 @@ _served: set[str] = set()  # keys this process has already been given from the f
 def key(*parts) -> str:
     """A file name for everything that decides a run (reprs of frozen dataclasses and
     plain values, plus the torch build)."""
-    import torch
-
-    text = repr((parts, torch.__version__))
+    text = repr((parts, _torch_build()))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _torch_build() -> str:
+    """The installed torch's version, read from its package metadata: a notebook kernel
+    whose runs are all stored never imports torch (about 4 s of CPU per kernel)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:  # a torch built outside any installer
+        import torch
+
+        return str(torch.__version__)
 
 
 def load(name: str):
