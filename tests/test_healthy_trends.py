@@ -1,6 +1,7 @@
-"""The trend verdict on healthy curves that are not the zoo's: still falling when the run
-stops, a training objective with a floor of its own, a validation loss on a raw scale;
-and two of benchmarks/healthy_trends.py's loops run end to end (seconds)."""
+"""False alarms on healthy programs: the trend verdict on curves that are not the zoo's
+(still falling when the run stops, a training objective with a floor of its own, a
+validation loss on a raw scale), two of benchmarks/healthy_trends.py's loops run end to
+end (seconds), and causes that a loss fitted to (near) zero rules out."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import math
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+import failurelab as fl
 from failurelab.evidence import shapes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -57,3 +60,14 @@ def test_a_validation_rise_counts_on_the_loss_scale():
 def test_a_realistic_healthy_loop_reads_healthy(loop, seed):
     r = healthy_trends.reading(loop, seed)
     assert (r["shape"], r["top"]) == ("healthy", None), r["evidence"]
+
+
+@pytest.mark.parametrize("name", ["target_broadcast", "weight_decay_too_large"])
+def test_a_loss_fitted_to_zero_is_neither_a_broadcast_nor_a_decay(name):
+    """Targets that are all zero: every output is pulled to one value and the weights
+    shrink toward the all-zero function, which is the fit; the loss loses 99.8%."""
+    signature = fl.FAULTS[name].signature
+    at_threshold = {c.quantity: c.threshold for c in signature.conditions}
+    assert signature.evaluate(name, pd.DataFrame(), dict(at_threshold)).fired
+    fitted = {**at_threshold, "loss_progress": 0.998}
+    assert not signature.evaluate(name, pd.DataFrame(), fitted).fired
