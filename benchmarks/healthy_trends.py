@@ -335,8 +335,8 @@ def reading(name: str, seed: int) -> dict:
     d = fl.diagnose(h)
     return dict(loop=name, seed=seed, shape=shape, top=d.top, confidence=d.confidence,
                 evidence=evidence, progress=q["loss_progress"], spread=q["loss_end_spread"],
-                swing=q["loss_swing"], late=q["loss_late_fall"], val_rise=q["val_loss_rise"],
-                val_progress=q["val_loss_progress"])
+                swing=q["loss_swing"], late=q.get("loss_late_fall", math.nan),
+                val_rise=q["val_loss_rise"], val_progress=q.get("val_loss_progress", math.nan))
 
 
 def main(argv=None) -> int:
