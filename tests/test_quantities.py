@@ -93,13 +93,16 @@ def _expected() -> dict[str, float]:
         "loss_peak_ratio": max(smooth5) / loss[0],
         "loss_progress": 1 - end / loss[0], "negative_loss_growth": math.nan,
         "loss_end_spread": tail.std(ddof=1) / end, "nonfinite_losses": 0.0,
+        # steps 24-35 are the middle fifth: a linear decline brings 0.44 of its fall there
+        "loss_late_fall": (loss[24:36].mean() - end) / (loss[0] - end),
         "first_nonfinite": math.inf,
         "loss_swing": (_quantile(half3, .75) - _quantile(half3, .25))
         / max(np.median(half3), loss[0]),
         "loss_spikiness": _quantile(half5, .9) / np.median(half5),
         "loss_persistence": np.corrcoef(late[:-1], late[1:])[0, 1],
-        # validation rose 0.33 above its smoothed minimum while training halved its loss:
-        # the shape "degrading" (shapes.DEGRADING is 0.15), not healthy
+        # validation rose 0.33 above its smoothed minimum (17% of its first value) while
+        # training halved its loss: the shape "degrading" (shapes.DEGRADING is 0.15 and
+        # DEGRADING_SHARE 6%), not healthy
         "unhealthy_curve": 1.0 if val_smooth[-1] - val_smooth.min() > 0.15 else 0.0,
         "grad_norm_max": GRAD.max(), "grad_cosine_end": np.median(COSINE[-TAIL:]),
         "grad_turn_end": 1 - np.median(COSINE[-TAIL:]),
@@ -123,6 +126,7 @@ def _expected() -> dict[str, float]:
         "float16_share": 0.0,  # 1e-9 is under float16's smallest number: not on its grid
         "loss_scaled_share": 0.0, "input_nonfinite_total": 0.0,
         "val_acc_best": max(VAL_ACC), "val_acc_end": VAL_ACC[-1], "val_loss_end": VAL_LOSS[-1],
+        "val_loss_start": VAL_LOSS[0], "val_loss_progress": 1 - np.mean(VAL_LOSS[-3:]) / VAL_LOSS[0],
         "val_min_recall_end": 0.4, "val_loss_rise": val_smooth[-1] - val_smooth.min(),
         "val_jitter_max": 0.0, "train_val_acc_gap": 0.9 - VAL_ACC[-1],
         "train_eval_loss_gap": gap,

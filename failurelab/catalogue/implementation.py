@@ -724,6 +724,15 @@ TARGET_BROADCAST = Fault(
           label_zh="损失与输出本身的交叉熵之间的相对距离",
           why_zh="损失等于输出的普通交叉熵，说明这是一个分类器，它没有可以广播的目标；回归没有这个读数（NaN "
                  "视为通过）。没有这一条，一个从不记录目标那一列的分类器记录会把这个故障列为“无法检验”"),
+        C("loss_progress", "<=", 0.99, "loss progress",
+          "a broadcast MSE cannot fall below the variance of its batch's targets; a loss "
+          "that lost 99% of its start had targets that (nearly) agree within a batch, "
+          "such as targets that are all zero, and pulling every output to their one "
+          "value is then the fit, which broadcasting does not change", log=False,
+          role="guard",
+          label_zh="损失下降幅度",
+          why_zh="广播的 MSE 不可能降到批次目标的方差以下；损失消除了初始值的 99%，说明一个批次内的目标"
+                 "（几乎）相同，例如全为零，这时把每个输出拉向那一个值本身就是拟合，广播改变不了什么"),
     ), "every output is pulled to the same target - does the loss compare (B, 1) outputs "
        "with (B,) targets?",
        verdict_zh="每个输出都被拉向同一个目标：损失是不是在拿 (B, 1) 的输出与 (B,) 的目标比较？"),

@@ -250,6 +250,14 @@ WEIGHT_DECAY_TOO_LARGE = Fault(
           why_zh="网络丢掉了一半或更多的大小；每个家族、每种优化器的健康训练都会让权重增长（1.0x 或更多），所"
                  "以即使损失仍在下降也会给出这个原因"),
         ALL_OPTIMIZED,
+        C("loss_progress", "<=", 0.99, "loss progress",
+          "the collapse toward the all-zero function costs the loss that function's "
+          "error; a loss that lost 99% of its start while the weights shrank had targets "
+          "near zero, which the shrinking fits (no decay needed)", log=False,
+          role="guard",
+          label_zh="损失下降幅度",
+          why_zh="朝全零函数坍缩的代价是该函数的误差；权重缩小的同时损失消除了初始值的 99%，说明目标接近零，"
+                 "权重缩小正是在拟合它们（不需要衰减）"),
     ), "the weights are decaying away - check the weight decay",
        verdict_zh="权重在不断衰减消失：检查权重衰减"),
     # coupled decay of 10% per step is itself an update of 10% of the weights

@@ -58,7 +58,12 @@ SHAPE_INPUTS = {"loss_end_spread": Text("relative spread of the loss over the la
                                              "ended below zero",
                                              "损失最终低于零的程度，是其负初始值的多少倍"),
                 "val_loss_rise": Text("validation loss rise from its minimum",
-                                      "验证损失比其最低点的升幅")}
+                                      "验证损失比其最低点的升幅"),
+                "loss_late_fall": Text("share of the loss's fall that came in the second half",
+                                       "损失降幅中出现在后半程的比例"),
+                "val_loss_start": Text("first validation loss", "第一次的验证损失"),
+                "val_loss_progress": Text("share of the first validation loss removed",
+                                          "第一次验证损失被消除的比例")}
 
 # What a student may read over time, by column (a "prefix/" takes the worst layer):
 # measured telemetry only.  Columns that echo a recipe field (the batch size) are not

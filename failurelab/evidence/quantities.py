@@ -149,6 +149,22 @@ def loss_end_spread(h):
     return float(tail.std() / tail.mean()) if len(tail) > 1 and tail.mean() > 0 else NAN
 
 
+def loss_late_fall(h):
+    """Share of the loss's whole fall that came in the second half of the run: the mean
+    over the middle fifth (40-60% of the steps) minus the end's mean (the last 20%),
+    over the start minus the end.  A loss that settled reads ~0 (healthy converged runs
+    of every zoo family 0.27 at most); a steady, linear decline reads 0.44 and one that
+    slows like the square root of time 0.25: the loss was still going when the run
+    stopped.  NaN when the loss did not fall."""
+    s = _losses(h)
+    if len(s) < 20:
+        return NAN
+    n = len(s)
+    start, end = loss_start(h), loss_end(h)
+    middle = float(s.iloc[int(0.4 * n):int(0.6 * n)].mean())
+    return (middle - end) / (start - end) if start > end else NAN
+
+
 def nonfinite_losses(h):
     """How many recorded losses are NaN or Inf (fl.run stops at the first)."""
     if "loss" not in h:
@@ -783,6 +799,20 @@ def val_min_recall_end(h):
     return _stat(_values(h, "val_min_recall"), _last)
 
 
+def val_loss_start(h):
+    """The first recorded validation loss: its scale before training shaped it."""
+    return _stat(_values(h, "val_loss"), _first)
+
+
+def val_loss_progress(h):
+    """Share of the first validation loss that training removed by the end (the last
+    3 evaluations' mean): how much the model learned, on data it does not train on."""
+    s = _values(h, "val_loss")
+    if s is None or len(s) < 4 or s.iloc[0] <= 0:
+        return NAN
+    return float(1 - s.iloc[-3:].mean() / s.iloc[0])
+
+
 def val_loss_rise(h):
     """How far (in nats) the validation loss ended above its lowest point, both
     smoothed over 3 evaluations: single evaluations of a healthy run jump by ~0.2."""
@@ -1119,6 +1149,7 @@ DECLARED = (
     declare(loss_progress, ("loss",), "loss"),
     declare(negative_loss_growth, ("loss",), "loss"),
     declare(loss_end_spread, ("loss",), "loss"),
+    declare(loss_late_fall, ("loss",), "loss"),
     declare(nonfinite_losses, ("loss",), "loss", nan=COUNT),
     declare(first_nonfinite, ("step", "loss"), "loss", nan=COUNT),
     declare(loss_swing, ("loss",), "loss"),
@@ -1183,6 +1214,8 @@ DECLARED = (
     declare(val_acc_end, ("val_acc",), "accuracy"),
     declare(val_loss_end, ("val_loss",), "validation"),
     declare(val_min_recall_end, ("val_min_recall",), "min_recall"),
+    declare(val_loss_start, ("val_loss",), "validation"),
+    declare(val_loss_progress, ("val_loss",), "validation"),
     declare(val_loss_rise, ("val_loss",), "validation"),
     declare(val_jitter_max, ("val_jitter",), "eval_jitter"),
     declare(train_val_acc_gap, ("batch_acc", "val_acc"), "accuracy"),

@@ -16,7 +16,7 @@ SHAPES = ("diverging", "oscillating", "plateau", "stepwise", "degrading", "nonfi
 # The quantities the rules read (each a name in quantities.QUANTITIES).
 INPUTS = ("nonfinite_losses", "first_nonfinite", "loss_progress", "loss_peak_ratio",
           "loss_swing", "loss_end_spread", "val_loss_rise", "loss_start", "loss_end",
-          "negative_loss_growth")
+          "negative_loss_growth", "loss_late_fall", "val_loss_start", "val_loss_progress")
 
 # --- thresholds, checked in the order of `classify` ------------------------------------
 BLOWUP = LOSS_DIVERGED  # a final loss 10x the initial one has blown up, NaN or not
@@ -26,6 +26,11 @@ STEP_PEAK = 3.0  # swings that reach 3x the initial loss are jumps, not noise
 RISE = 1.3  # a loss that peaked 30% above its start and never came back below it diverged
 STUCK = 0.2  # removing under 20% of the initial loss: the curve never left its level
 DEGRADING = 0.15  # validation loss 0.15 nats above its smoothed minimum (healthy <= 0.07)
+DEGRADING_SHARE = 0.06  # ...and that rise is 6% of the first validation loss or more:
+#                         0.15 nats is 6.5% of a chance-level cross-entropy over 10 classes
+#                         (2.3 nats); on a loss of another scale (an MSE on raw targets in
+#                         the tens) nats mean nothing and the share decides.  The faults
+#                         that degrade give back 13% or more, FARM's healthy head 0.3%.
 TRAINS = 0.5  # ...while training removed half of its initial loss
 CONVERGED = 0.35  # a loss that stopped with under 35% removed has stalled: healthy runs
 #                   of every zoo family remove 47% or more (binary cross-entropy on noisy
@@ -33,6 +38,14 @@ CONVERGED = 0.35  # a loss that stopped with under 35% removed has stalled: heal
 #                   tenth of the initial loss below the healthy population's edge
 QUIET = 0.35  # a stalled loss is quiet: end-window std under 35% of its level (healthy
 #               runs near zero loss fluctuate by 40% or more)
+STILL_FALLING = 0.25  # a stall has stopped: a loss whose second half still brought a
+#                       quarter of its whole fall (a linear decline brings 0.44, one that
+#                       slows like the square root of time 0.25, a settled one under 0.1)
+#                       was still going when the run stopped - slow, not stalled
+LEARNED = 0.75  # a validation loss that lost three quarters of its first value says the
+#                 model learned: a training loss stuck high beside it has a floor of its
+#                 own (a distillation or regularisation term, a training-only penalty);
+#                 the stalled faults of the zoo remove 59% of their validation loss at most
 BORDERLINE = 0.15  # within 15% of a deciding threshold, the other side is named too
 
 
@@ -92,6 +105,16 @@ EVIDENCE = {
                     "损失停滞在初始值的 {left:.0%}，噪声很小（相对标准差 {spread:.2f}）"),
     "healthy": Text("training removed {progress:.0%} of the initial loss",
                     "训练消除了初始损失的 {progress:.0%}"),
+    "still_falling": Text("training removed {progress:.0%} of the initial loss and was still "
+                          "removing it when the run stopped ({late:.0%} of the fall came in "
+                          "the second half): slow, not stalled",
+                          "训练消除了初始损失的 {progress:.0%}，运行停止时损失仍在下降（{late:.0%} "
+                          "的降幅出现在后半程）：是慢，而不是停滞"),
+    "learned": Text("the training loss kept {left:.0%} of its start, but the validation loss "
+                    "lost {val:.0%} of its own: the model learned, and the training loss has a "
+                    "floor of its own",
+                    "训练损失保留了初始值的 {left:.0%}，而验证损失消除了自身的 {val:.0%}：模型学到了"
+                    "东西，训练损失有它自己的下限"),
 }
 
 
@@ -134,16 +157,25 @@ def _decide(q: dict[str, float]) -> tuple[str, str, dict, str | None]:
         key, values = ("rose", {"peak": peak, "above": -progress}) if progress < 0 else \
             ("rose_level", {"peak": peak})
         return "diverging", key, values, _near(peak, RISE, "plateau")
-    if progress <= STUCK:  # a loss that ended above its start is said to, with a plus sign
+    learned = q["val_loss_progress"] >= LEARNED  # False when there is no validation
+    if progress <= STUCK and not learned:  # a loss that ended above its start says so
         if progress < 0:
             return "plateau", "stuck_above", {"above": -progress}, None
         return "plateau", "stuck", {"progress": progress}, None
-    if rise >= DEGRADING and progress >= TRAINS:
+    if rise >= DEGRADING and rise >= DEGRADING_SHARE * q["val_loss_start"] \
+            and progress >= TRAINS:
         return "degrading", "degrading", {"progress": progress, "rise": rise}, \
             _near(rise, DEGRADING, "healthy")
+    if progress < CONVERGED and learned:
+        return "healthy", "learned", {"left": 1 - progress, "val": q["val_loss_progress"]}, \
+            "plateau"
+    late = q["loss_late_fall"]
     if progress < CONVERGED and spread < QUIET:
+        if late >= STILL_FALLING:
+            return "healthy", "still_falling", {"progress": progress, "late": late}, \
+                _near(late, STILL_FALLING, "plateau")
         return "plateau", "stalled", {"left": 1 - progress, "spread": spread}, \
-            _near(progress, CONVERGED, "healthy")
+            _near(progress, CONVERGED, "healthy") or _near(late, STILL_FALLING, "healthy")
     alternative = _near(rise, DEGRADING, "degrading") if rise == rise else None
     return "healthy", "healthy", {"progress": progress}, alternative
 
