@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..basics.text import Text
+from ..telemetry.monitor import DROPOUTS
 from . import checks
 from .parts import Parts
 
@@ -277,7 +278,7 @@ def dropout_off(parts: Parts) -> Parts | None:
     def without_dropout():
         model = make()
         for module in model.modules():
-            if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+            if isinstance(module, DROPOUTS):
                 module.p = 0.0
         return model
     try:
@@ -285,7 +286,7 @@ def dropout_off(parts: Parts) -> Parts | None:
             model = make()
     except Exception:  # noqa: BLE001 - the baseline reports a model that cannot be made
         return None
-    if not any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0
+    if not any(isinstance(m, DROPOUTS) and m.p > 0
                for m in model.modules()):
         return None
     return replace(parts, make_model=without_dropout)

@@ -19,6 +19,7 @@ from ..catalogue import FAULTS
 from ..catalogue.conditions import INPUTS_SCALED, INPUTS_SMALL
 from ..evidence.experiments import INIT_OFF
 from ..evidence.quantities import input_magnitude, input_scale_spread
+from ..telemetry.monitor import DROPOUTS, mode_matters
 from .parts import Parts, build
 
 
@@ -593,7 +594,7 @@ def dropout_strong(parts: Parts) -> float:
             model = parts.make_model()
     except Exception:  # noqa: BLE001 - the model could not be made: not measured
         return math.nan
-    rates = [m.p for m in model.modules() if isinstance(m, torch.nn.modules.dropout._DropoutNd)]
+    rates = [m.p for m in model.modules() if isinstance(m, DROPOUTS)]
     return float(max(rates, default=0.0) >= STRONG_DROPOUT)
 
 
@@ -604,9 +605,6 @@ def steps_in_eval(history: pd.DataFrame, limit: float, share) -> float:
     return math.nan if value != value else float(value >= limit)
 
 
-# Modules whose forward depends on the mode: dropout drops units only in training mode,
-# batch norm normalises with the batch's statistics there (and updates its running ones).
-_MODE_DEPENDENT = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
 EVAL_BATCHES = 2  # validation batches the check hands your evaluation: the mode shows at once
 
 
@@ -617,7 +615,8 @@ def evaluates_in_train_mode(parts: Parts) -> float:
     validation batches (the first training batch without validation batches); a
     forward pre-hook notes the model's mode at every pass.  1 when a pass ran in
     training mode and the model holds a module whose forward depends on the mode
-    (dropout with p > 0, batch norm): the metric is measured on a randomly thinned
+    (the Monitor's `mode_matters`: dropout with p > 0, batch norm with running
+    statistics, recurrent or attention dropout): the metric is measured on a randomly thinned
     network, on each batch's own statistics; 0 when every pass ran in eval mode, or no
     module depends on it; NaN without `evaluate`, when it ran no forward pass, or failed."""
     if parts.evaluate is None:
@@ -635,7 +634,4 @@ def evaluates_in_train_mode(parts: Parts) -> float:
         return math.nan
     if not modes:
         return math.nan
-    moded = any(isinstance(m, _MODE_DEPENDENT) and not (
-        isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p == 0)
-        for m in model.modules())
-    return float(moded and any(modes))
+    return float(any(modes) and any(mode_matters(m) for m in model.modules()))

@@ -100,7 +100,7 @@ STATE_COLUMNS = ("lr", "param_lowp_frac", "unoptimized_params", "step_skipped",
                  "forward_observed")
 INPUT_COLUMNS = ins.Inputs.columns + ins.Outputs.columns
 _LOWP = (torch.float16, torch.bfloat16)
-_DROPOUTS = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
+DROPOUTS = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
              torch.nn.AlphaDropout, torch.nn.FeatureAlphaDropout)
 _GATHERED = ("loss", "nonfinite", "batch_size", "input_absmax", "input_nonfinite",
              "output_nonfinite", "output_grad_min", "output_prob_frac", "output_logprob_frac",
@@ -181,11 +181,11 @@ class Monitor:
         self._optimizer = optimizer
         optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
         self._unoptimized = [p for p in self._params if id(p) not in optimized]
-        self._dropouts = [m for m in model.modules() if isinstance(m, _DROPOUTS)]
+        self._dropouts = [m for m in model.modules() if isinstance(m, DROPOUTS)]
         self._norms = [m for m in model.modules() if private.is_batchnorm(m)]
         self._model = model
         # NaN, not 1, for a model whose forward is the same in either mode: no verdict
-        self._moded = any(_mode_matters(m) for m in model.modules())
+        self._moded = any(mode_matters(m) for m in model.modules())
         self._mode = _NAN  # 1: the model was in training mode when the optimizer stepped
         forward = FORWARD_CHUNK * self._forward_every // self._interval if len(groups) > 1 else 0
         self._chunk_steps = min(4 * CHUNK_STEPS, max(CHUNK_STEPS, forward))
@@ -855,11 +855,11 @@ def _read_losses(steps: list[_Step]) -> None:
             step.loss = value
 
 
-def _mode_matters(module: nn.Module) -> bool:
+def mode_matters(module: nn.Module) -> bool:
     """Does this layer compute differently in training and eval mode?  Dropout that
     drops something, BatchNorm that keeps running statistics, and recurrent or
     attention layers with a dropout probability."""
-    if isinstance(module, _DROPOUTS):
+    if isinstance(module, DROPOUTS):
         return float(module.p) > 0
     if private.is_batchnorm(module):
         return bool(module.track_running_stats)
