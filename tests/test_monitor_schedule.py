@@ -188,3 +188,31 @@ def test_economy_short_record_path_keeps_what_the_long_path_keeps():
     short, long = history(False), history(True)
     pd.testing.assert_frame_equal(short, long, check_exact=True)
     assert short["lr"].nunique() > 3 and short["train_mode"].nunique() == 2
+
+
+def test_a_history_read_at_an_unobserved_economy_step_does_not_change_the_next_row():
+    """Reading `history` computes the pending chunk; the next step (one economy does not
+    observe) starts a new chunk.  Its row must be what it is without the read: NaN in
+    the columns economy leaves out, not values the observed steps' path measures."""
+    def history(read_at: set):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(5, 8), nn.Dropout(0.2), nn.BatchNorm1d(8),
+                              nn.ReLU(), nn.Linear(8, 3))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(1)
+        with fl.Monitor(model, opt, preset="economy") as mon:
+            for step in range(35):
+                opt.zero_grad()
+                loss = nn.functional.cross_entropy(model(torch.randn(8, 5, generator=g)),
+                                                   torch.randint(0, 3, (8,), generator=g))
+                loss.backward()
+                opt.step()
+                mon.record(loss)
+                if step in read_at:
+                    mon.history  # noqa: B018 - the read is the point
+            return mon.history
+
+    plain, read = history(set()), history({4, 12, 13})
+    pd.testing.assert_frame_equal(plain, read, check_exact=True)
+    # the rows after the reads are unobserved ones: the left-out columns stay NaN
+    assert read.loc[[5, 13, 14], ["dropout_rate", "loss_scaled", "batchnorm_train"]].isna().all().all()

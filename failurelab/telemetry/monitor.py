@@ -232,6 +232,9 @@ class Monitor:
                                                     if c not in GLOBAL_COLUMNS and c[0] != "_"],
                             STATE_COLUMNS, max_rows)  # max_rows: see table, "Long runs"
         self._pending: list[_Step] = []
+        # the forward shapes of the last row the long path built (None: none yet): an
+        # unobserved row stacks with them, also when it is the first of a new chunk
+        self._shapes: tuple | None = None
         self._losses_later = False  # does a pending step hold its loss as a tensor?
         self._sized_for = None  # the forward shapes the chunk length was last checked for
         self._stepped = False  # has the optimizer stepped since the last record?
@@ -564,7 +567,7 @@ class Monitor:
             extra = self._misuse.extras(extra, self._measured)
         stepped, self._stepped = self._stepped, False
         finite = not isinstance(loss_value, float) or math.isfinite(loss_value)
-        if (stepped and self._pending and self._count % self._interval
+        if (stepped and self._shapes is not None and self._count % self._interval
                 and (finite or self._inputs is None)):
             self._record_unobserved(loss, loss_value, extra)
             return
@@ -583,6 +586,7 @@ class Monitor:
                  self._dropout_rate(), self._scaled if stepped else _NAN, norms_training,
                  self._frozen, self._mode if stepped else _NAN, 1.0 if forward else 0.0)
         payloads, shapes = self._take(stepped, forward)
+        self._shapes = shapes
         step = _Step(loss_value, payloads, state, extra, shapes)
         if forward and shapes != self._sized_for:
             # the first step, or one whose forward tensors differ in shape (a batch
@@ -620,7 +624,7 @@ class Monitor:
                 except Exception as exc:  # noqa: BLE001
                     self._stop(self._eval_inputs, exc)
         pending = self._pending
-        pending.append(_Step(loss_value, payloads, state, extra, pending[0].shapes))
+        pending.append(_Step(loss_value, payloads, state, extra, self._shapes))
         self._counted()
         if len(pending) >= self._chunk * self._interval:
             self._flush()
