@@ -34,6 +34,24 @@ def test_every_case_has_ground_truth_with_catalogue_names(run):
             assert not row["accepted"], name
 
 
+def test_the_docs_table_of_cases_says_what_the_truth_file_says(run):
+    """docs/real_bugs.md lists every case with its accepted names; a truth change
+    (truth_changes.md) must reach that table too, or readers score against stale names."""
+    lines = (RUNNER.parents[2] / "docs" / "real_bugs.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| case | root cause"))
+    table = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        table[cells[0]] = cells[-1]
+    truth = run.read_truth()
+    assert sorted(table) == sorted(truth)
+    for name, row in truth.items():
+        outside = "-" if row["kind"] == "control" else "(outside)"
+        assert table[name] == ("; ".join(row["accepted"]) or outside), name
+
+
 def test_every_case_follows_the_format(run):
     for name in run.case_names():
         module = run.load_case(name)
