@@ -845,6 +845,13 @@ def test_decay_strong_reads_lr_times_decay_over_the_steps():
             for d, k in ((0.4, "sgd"), (5e-4, "sgd"), (0.1, "adamw"), (7.0, "adamw"))]
     assert read == [1.0, 0.0, 0.0, 1.0]
     assert math.isnan(checks.decay_strong(make_parts(**_decay_parts(0.0)), WEIGHTS_KEPT))
+    # Adam's coupled L2 is divided by the gradient's RMS: lr x decay reads it weak, and
+    # weak is not said (it could be stronger); strong still is
+    coupled = {**_decay_parts(0.0), "optimizer": lambda m: torch.optim.Adam(
+        m.parameters(), lr=1e-3, weight_decay=0.1)}
+    assert math.isnan(checks.decay_strong(make_parts(**coupled), WEIGHTS_KEPT))
+    coupled["optimizer"] = lambda m: torch.optim.Adam(m.parameters(), lr=1e-3, weight_decay=20)
+    assert checks.decay_strong(make_parts(**coupled), WEIGHTS_KEPT) == 1.0
 
 
 def test_weight_decay_that_halves_the_weights_is_named_and_a_common_one_is_left_alone():

@@ -628,41 +628,50 @@ def dropout_strong(parts: Parts) -> float:
     return float(max(rates, default=0.0) >= STRONG_DROPOUT)
 
 
-def decay_rates(parts: Parts) -> list[float]:
-    """lr x weight_decay of every param group that decays, in the optimizer the user's
-    factory makes for a fresh model: the share of each weight the decay alone removes per
-    step (coupled L2 under SGD, decoupled under AdamW).  The rate is the group's largest
-    (`lr`, or the `initial_lr` / `max_lr` a warm-up or one-cycle schedule keeps), so a
-    schedule that starts low is read at its peak.  [] when no group decays or the parts
-    cannot be built."""
+def decay_rates(parts: Parts) -> list[tuple[float, bool]]:
+    """(lr x weight_decay, exact) of every param group that decays, in the optimizer the
+    user's factory makes for a fresh model: the share of each weight the decay alone
+    removes per step.  Exact under SGD (coupled L2 added to a plain gradient step) and
+    decoupled decay (AdamW): w <- w (1 - lr x decay).  Not under Adam, RMSprop and the
+    other adaptive optimizers with coupled L2: there the decay's pull is divided by the
+    gradient's running RMS with the rest of the gradient, and lr x decay bounds nothing.
+    The rate is the group's largest (`lr`, or the `initial_lr` / `max_lr` a warm-up or
+    one-cycle schedule keeps), so a schedule that starts low is read at its peak.  []
+    when no group decays or the parts cannot be built."""
     try:
         with warnings.catch_warnings(), torch.random.fork_rng():
             warnings.simplefilter("ignore")
             _, optimizer, _ = build(parts)
     except Exception:  # noqa: BLE001 - the parts could not be built: not measured
         return []
+    plain = isinstance(optimizer, torch.optim.SGD)
     rates = []
     for group in optimizer.param_groups:
         decay = group.get("weight_decay")
         lrs = [group[k] for k in ("lr", "initial_lr", "max_lr")
                if isinstance(group.get(k), (int, float))]
         if isinstance(decay, (int, float)) and decay > 0 and lrs:
-            rates.append(float(max(lrs)) * float(decay))
+            exact = plain or group.get("decoupled_weight_decay") is True
+            rates.append((float(max(lrs)) * float(decay), exact))
     return rates
 
 
 def decay_strong(parts: Parts, kept: float) -> float:
     """`decay_strong`: 1 when the weight decay alone would shrink the weights to `kept`
     of their size within the investigated steps, (1 - lr x decay)^steps <= kept, in
-    some param group; 0 when every decaying group stays above it; NaN when no group
-    decays (a penalty written into the loss is not seen).  `kept`: weight_decay_too_large's
-    own threshold on the weights' final over initial norm (0.5: half).  Healthy decays
-    stay far from it: SGD at lr 0.1 with 5e-4, or AdamW at 1e-3 with 0.1, remove 5e-5 /
-    1e-4 per step, 10% / 18% over 2000 steps, the investigation's longest run."""
+    some param group; 0 when every decaying group stays above it and lr x decay is
+    exact for each (SGD, decoupled decay); NaN otherwise: no group decays (a penalty
+    written into the loss is not seen), or an adaptive optimizer's coupled decay reads
+    weak (its real pull may be stronger).  `kept`: weight_decay_too_large's own
+    threshold on the weights' final over initial norm (0.5: half).  Healthy decays stay
+    far from it: SGD at lr 0.1 with 5e-4, or AdamW at 1e-3 with 0.1, remove 5e-5 / 1e-4
+    per step, 10% / 18% over 2000 steps, the investigation's longest run."""
     rates = decay_rates(parts)
     if not rates:
         return math.nan
-    return float(any(r >= 1 or (1 - r) ** parts.steps <= kept for r in rates))
+    if any(r >= 1 or (1 - r) ** parts.steps <= kept for r, _ in rates):
+        return 1.0
+    return 0.0 if all(exact for _, exact in rates) else math.nan
 
 
 # A gradient of the user's loss - summed or averaged, scaled by a GradScaler, clipped,
