@@ -9,7 +9,7 @@ from torch import nn
 
 import failurelab as fl
 from failurelab.evidence import experiments as ex
-from failurelab.investigation import PartsError, arms, runner
+from failurelab.investigation import PartsError, arms, runner, verdict
 from failurelab.investigation.parts import build, make_parts
 
 STEPS = 40
@@ -795,3 +795,175 @@ def test_dropout_of_nine_tenths_is_dropout_too_strong_and_a_fifth_is_not():
     assert inv.effects["gain[dropout_off]"] > ex.CLEAR
     mild = _investigate(**_dropout_parts(0.2))
     assert mild.effects["dropout_strong"] == 0.0 and mild.top != "dropout_too_strong"
+
+
+# --- weight decay: strong enough to halve the weights within the run, and the same run without it
+
+def _decay_parts(decay, kind="sgd"):
+    def optimizer(m):
+        if kind == "sgd":
+            return torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9, weight_decay=decay)
+        return torch.optim.AdamW(m.parameters(), lr=3e-3, weight_decay=decay)
+    return {**_parts(), "optimizer": optimizer, "steps": 120}
+
+
+def _gain(parts, arm):
+    """`gain[arm]` measured as investigate measures it: against the spread of the baseline
+    and two reseeded runs."""
+    made = make_parts(**parts)
+    runs, _ = runner.run_arms(made, [*arms.SEEDS, arm], 1, lambda run: None)
+    ends = {name: ex.final_loss(run.history) for name, run in runs.items()}
+    log = ex.on_log_scale(list(ends.values()))
+    spread = ex.spread([ends[s] for s in arms.SEEDS], ex.loss_scale(runs["baseline"].history),
+                       ends["baseline"], log)
+    return ex.gain(ends["baseline"], ends[arm], spread, log)
+
+
+def test_weight_decay_off_changes_the_decay_only():
+    parts = make_parts(**_decay_parts(0.4))
+    arm = arms.ARMS["weight_decay_off"].apply(parts)
+    assert _fields_changed(parts, arm) == {"make_optimizer"}
+    (s0, o0, k0), (s1, o1, k1) = _initial_state(parts), _initial_state(arm)
+    assert _same_state(s0, s1) and k1 is None and k0 is None
+    for g0, g1 in zip(o0.param_groups, o1.param_groups, strict=True):
+        assert g0["weight_decay"] == 0.4 and g1["weight_decay"] == 0.0
+        assert {k: v for k, v in g0.items() if k not in ("weight_decay", "params")} == \
+               {k: v for k, v in g1.items() if k not in ("weight_decay", "params")}
+    assert arms.ARMS["weight_decay_off"].apply(make_parts(**_parts())) is None  # no decay
+
+
+def test_decay_strong_reads_lr_times_decay_over_the_steps():
+    """lr x decay per step, compounded over the 120 steps, against the half the fault's
+    signature reads: 0.05 x 0.4 = 2% per step keeps 9% of the weights (strong); SGD's
+    common 5e-4 and AdamW's 0.1 at 3e-3 keep 99.7% / 96% (not); no decay is not
+    measured (a penalty in the loss is not seen)."""
+    from failurelab.investigation import checks
+    from failurelab.investigation.study import WEIGHTS_KEPT
+
+    assert WEIGHTS_KEPT == 0.5
+    read = [checks.decay_strong(make_parts(**_decay_parts(d, k)), WEIGHTS_KEPT)
+            for d, k in ((0.4, "sgd"), (5e-4, "sgd"), (0.1, "adamw"), (7.0, "adamw"))]
+    assert read == [1.0, 0.0, 0.0, 1.0]
+    assert math.isnan(checks.decay_strong(make_parts(**_decay_parts(0.0)), WEIGHTS_KEPT))
+    # Adam's coupled L2 is divided by the gradient's RMS: lr x decay reads it weak, and
+    # weak is not said (it could be stronger); strong still is
+    coupled = {**_decay_parts(0.0), "optimizer": lambda m: torch.optim.Adam(
+        m.parameters(), lr=1e-3, weight_decay=0.1)}
+    assert math.isnan(checks.decay_strong(make_parts(**coupled), WEIGHTS_KEPT))
+    coupled["optimizer"] = lambda m: torch.optim.Adam(m.parameters(), lr=1e-3, weight_decay=20)
+    assert checks.decay_strong(make_parts(**coupled), WEIGHTS_KEPT) == 1.0
+
+
+def test_weight_decay_that_halves_the_weights_is_named_and_a_common_one_is_left_alone():
+    """SGD with 2% decay per step plateaus near chance; the same run without decay ends
+    52 spreads lower (measured), far past the 4 a specific effect needs.  AdamW with
+    7 x 3e-3 = 2% per step: 10 spreads.  On a healthy loop with a common decay (SGD 5e-4,
+    AdamW 0.1) removing it moves the loss by 0.05 and 0.12 spreads (measured): no effect
+    within the one spread that means "unchanged", and the premise is absent."""
+    inv = _investigate(**_decay_parts(0.4))
+    assert inv.top == "weight_decay_too_large" and inv.confidence == "high", inv.text()
+    assert inv.effects["gain[weight_decay_off]"] > 2 * verdict.STRONG
+    adamw = _investigate(**_decay_parts(7.0, "adamw"))
+    assert adamw.top == "weight_decay_too_large", adamw.text()
+    assert adamw.effects["gain[weight_decay_off]"] > verdict.STRONG
+    for decay, kind in ((5e-4, "sgd"), (0.1, "adamw")):
+        assert abs(_gain(_decay_parts(decay, kind), "weight_decay_off")) < ex.SAME
+        healthy = _investigate(**_decay_parts(decay, kind))
+        assert healthy.top is None and healthy.effects["decay_strong"] == 0.0
+
+
+# --- a step that climbs its own loss: the gradient at optimizer.step() against the loss's
+
+def _ce_step(penalty=None, negate=False, clip=None, smoothing=0.0):
+    def step(model, optimizer, batch):
+        x, y = batch
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y, label_smoothing=smoothing)
+        if penalty:
+            loss = loss + penalty * sum(p.pow(2).sum() for p in model.parameters())
+        loss = -loss if negate else loss
+        loss.backward()
+        if clip:
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        return loss
+    return step
+
+
+def test_step_climbs_loss_sees_a_negated_loss_and_no_healthy_step():
+    """The step's gradient against the gradient of `loss` (cross-entropy): cosine -1.0
+    for -CE under SGD, Adam and dropout 0.9 (the same masks drawn), 0.99-1.0 for CE with
+    label smoothing 0.2, an L2 penalty of 1e-2 written into the step, clipping at 0.01,
+    dropout 0.9, batch norm, a forgotten zero_grad (measured): the 0.5 line sits half
+    way on either side."""
+    from failurelab.investigation import checks
+
+    def read(**more):
+        return checks.step_climbs_loss(make_parts(**{**_parts(), **more}))
+    adam = {"optimizer": lambda m: torch.optim.Adam(m.parameters(), lr=1e-3)}
+    drop = {"model": lambda: nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Dropout(0.9),
+                                           nn.Linear(64, 3))}
+    norm = {"model": lambda: nn.Sequential(nn.Linear(8, 64), nn.BatchNorm1d(64), nn.ReLU(),
+                                           nn.Linear(64, 3))}
+    assert [read(step=_ce_step(negate=True), **more) for more in ({}, adam, drop)] == [1.0] * 3
+    healthy = [read(step=_ce_step(smoothing=0.2)), read(step=_ce_step(penalty=1e-2)),
+               read(step=_ce_step(clip=0.01)), read(**drop), read(**norm),
+               read(step=_forgets_zero_grad)]
+    assert healthy == [0.0] * 6
+    no_loss = {**_parts(step=_ce_step(negate=True)), "loss": None}
+    assert math.isnan(checks.step_climbs_loss(make_parts(**no_loss)))
+
+
+def test_a_negated_loss_is_named_even_where_the_curve_reads_healthy():
+    """-CE under SGD diverges (the passive reading names negated_loss at medium); under
+    Adam at 1e-3 for 120 steps the loss only drifts from -1.1 to -2.7, which the passive
+    reading calls healthy.  The step climbing its own loss names it in both."""
+    for more in ({}, {"optimizer": lambda m: torch.optim.Adam(m.parameters(), lr=1e-3)}):
+        inv = _investigate(**{**_parts(step=_ce_step(negate=True)), "steps": 120, **more})
+        assert inv.effects["step_climbs_loss"] == 1.0
+        assert inv.top == "negated_loss" and inv.confidence == "high", inv.text()
+
+
+# --- an output normalised across the batch: outside the catalogue, and said so
+
+def _head(last):
+    return lambda: nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3), *last)
+
+
+def test_normalised_over_batch_sees_a_softmax_over_dim_0_only():
+    """Softmax / log-softmax over dim 0 make every class column sum to 1 over the batch
+    (exactly, within float32 rounding); over dim 1, plain logits, or a 2-class head of
+    the same batch do not (their columns sum to anything)."""
+    from failurelab.investigation import checks
+
+    def read(*last):
+        return checks.normalised_over_batch(make_parts(**_parts(model=_head(last))))
+    assert read(nn.LogSoftmax(dim=0)) == 1.0 and read(nn.Softmax(dim=0)) == 1.0
+    assert read(nn.LogSoftmax(dim=1)) == 0.0 and read(nn.Softmax(dim=1)) == 0.0
+    assert read() == 0.0
+    tokens = [(torch.randint(0, 20, (16, 6)), torch.randint(0, 4, (16, 6)))] * 4
+
+    def tagger(dim):  # (B, T, tags) scores, as a sequence tagger makes them
+        return lambda: nn.Sequential(nn.Embedding(20, 8), nn.Linear(8, 4), nn.LogSoftmax(dim))
+    assert [checks.normalised_over_batch(make_parts(**{**_parts(model=tagger(d)),
+                                                       "batches": tokens}))
+            for d in (0, -1)] == [1.0, 0.0]
+
+
+def test_a_log_softmax_over_the_batch_gets_no_confident_cause():
+    """LogSoftmax(dim=0) before NLL: the report says the output is normalised across
+    the batch, no cause is named and the loop is not called healthy (no catalogue fault
+    has that mechanism, and a classifier normalised across its batch is broken however
+    its loss falls)."""
+    def step(model, optimizer, batch):
+        x, y = batch
+        optimizer.zero_grad()
+        loss = nn.functional.nll_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+    inv = _investigate(**{**_parts(model=_head([nn.LogSoftmax(dim=0)]), step=step),
+                          "loss": nn.functional.nll_loss, "steps": 120})
+    assert inv.effects["normalised_over_batch"] == 1.0
+    assert inv.top is None and inv.confidence == "low" and not inv.healthy, inv.text()
+    assert "normalised across the batch" in inv.text()

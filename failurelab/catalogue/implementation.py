@@ -462,6 +462,10 @@ NEGATED_LOSS = Fault(
     edit=(Set("negate_loss", True),),
     repair=(Set("negate_loss", False),),
     probe=(Scale("lr", 0.1),),
+    # The step's gradient against the gradient of the loss handed to investigate: a step
+    # that descends the loss negated climbs the loss.  No refutation: a loss handed in
+    # with the same wrong sign agrees with the step.
+    confirm=(O("step_climbs_loss", "present"),),
     signature=Signature((
         NEGATIVE_START,
         C("val_loss_rise", ">=", 1.0, "validation loss rise from its minimum",

@@ -241,6 +241,12 @@ WEIGHT_DECAY_TOO_LARGE = Fault(
     edit=(Set("weight_decay", 0.1),),
     repair=(Set("weight_decay", 5e-4),),
     probe=(Scale("weight_decay", 1 / 100),),
+    # The decay removed from the user's optimizer, beside the premise that it is strong
+    # enough to halve the weights within the run by itself: any decay raises the
+    # training loss a little, so the arm alone is no evidence (weight_decay_off is no
+    # remedy by itself).  A decay too weak to halve them is not this fault.
+    confirm=((O("gain[weight_decay_off]", "better"), O("decay_strong", "present")),),
+    refute=(O("decay_strong", "absent"),),
     signature=Signature((
         C("weight_norm_change", "<=", 0.5, "final over initial weight norm",
           "the network lost half of its size or more; healthy training of every "

@@ -46,7 +46,14 @@ signatures read:
   batch_too_small's own threshold), and `evaluates_in_train_mode` (1 when the user's own
   evaluation, handed in as `evaluate`, runs a model that holds dropout or batch norm in
   training mode), and `dropout_strong` (1 when a dropout module drops 60% of its units
-  or more: dropout_too_strong's own threshold).
+  or more: dropout_too_strong's own threshold), and `decay_strong` (1 when the
+  optimizer's weight decay alone, lr x weight_decay per step, would halve the weights
+  within the investigated steps: weight_decay_too_large's own threshold on the weights'
+  final over initial norm), and `step_climbs_loss` (1 when the gradient the user's step
+  hands `optimizer.step()` points against the gradient of the user's own `loss`, cosine
+  -0.5 or below: the step minimises the loss negated), and `normalised_over_batch` (1
+  when a fresh model's output is a softmax or log-softmax taken across the samples of
+  the batch, dim 0, not across the classes: no catalogue fault has that mechanism).
 
 A route's check is the *premise* of its cause (the mechanism, observed): an arm such
 as standardised inputs or a re-initialisation helps many broken runs, so by itself it
@@ -70,13 +77,14 @@ from .quantities import loss_start, nonfinite_losses
 GAIN_ARMS = ("lr/10", "lr*10", "lr*100", "overfit_batch", "labels_permuted", "inputs_standardised",
              "float32", "reinit_defaults", "reference_step", "targets_shaped",
              "output_identity", "reshuffled", "train_mode", "mask_inverted", "batches_merged",
-             "dropout_off")
+             "dropout_off", "weight_decay_off")
 CHECKS = ("nonfinite_inputs", "no_grad_at_step", "grad_not_optimized", "grads_carried",
           "lr_decayed", "dead_units", "saturated_units", "inputs_unscaled",
           "weights_above_default", "weights_below_default", "val_inputs_shifted",
           "samples_mixed", "targets_misshaped", "output_activation", "output_probabilities",
           "batches_unmixed", "steps_in_eval", "padding_hides_tokens", "loss_takes_logits",
-          "batch_small", "evaluates_in_train_mode", "dropout_strong")
+          "batch_small", "evaluates_in_train_mode", "dropout_strong", "decay_strong",
+          "step_climbs_loss", "normalised_over_batch")
 EFFECTS = tuple(f"gain[{arm}]" for arm in GAIN_ARMS) + CHECKS
 
 # "Clearly" better or worse: the arm's final loss differs from the baseline's by more

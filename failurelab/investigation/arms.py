@@ -292,6 +292,23 @@ def dropout_off(parts: Parts) -> Parts | None:
     return replace(parts, make_model=without_dropout)
 
 
+def weight_decay_off(parts: Parts) -> Parts | None:
+    """Every param group's `weight_decay` set to 0 in the optimizer the user's factory
+    makes, the rest as made (the rates, the schedule, the weights).  None when no group
+    decays (nothing to remove: a penalty written into the loss is not reached)."""
+    if not checks.decay_rates(parts):
+        return None
+    make = parts.make_optimizer
+
+    def undecayed(model):
+        optimizer, scheduler = make(model)
+        for group in optimizer.param_groups:
+            if isinstance(group.get("weight_decay"), (int, float)):
+                group["weight_decay"] = 0.0
+        return optimizer, scheduler
+    return replace(parts, make_optimizer=undecayed)
+
+
 def train_mode(parts: Parts) -> Parts:
     """The model put in training mode before every forward pass that takes gradients
     (a forward pre-hook); passes without gradients, validation, keep the mode the
@@ -389,6 +406,8 @@ ARMS = {arm.name: arm for arm in (
         batches_merged),
     Arm("dropout_off", Text("the dropout: every dropout module's rate set to 0",
                             "dropout：所有 dropout 模块的比率设为 0"), dropout_off),
+    Arm("weight_decay_off", Text("the weight decay: set to 0 in every param group",
+                                 "权重衰减：所有参数组都设为 0"), weight_decay_off),
     Arm("train_mode", Text("the mode: training mode for every forward pass that takes "
                            "gradients", "模式：每次需要梯度的前向传播都处于训练模式"),
         train_mode),

@@ -430,6 +430,36 @@ def output_kind(parts: Parts) -> tuple[float, float]:
     return float(not maker.probabilities), float(maker.probabilities)
 
 
+# A softmax's outputs sum to 1 (a log-softmax's exponentials do) within float32 rounding,
+# a few 1e-7 per term, 1e-4 at worst over a batch of a thousand; free logits or a
+# regression head sum to 1 along an axis, in every column at once, by chance essentially
+# never.  A thousandth leaves the rounding far behind.
+NORMALISED = 1e-3
+
+
+def normalised_over_batch(parts: Parts) -> float:
+    """`normalised_over_batch`: 1 when a fresh model's output on the first batch is
+    normalised across the samples, not across the classes: softmax or log-softmax over
+    dim 0 (every column of probabilities sums to 1 over the batch, or of
+    log-probabilities' exponentials) while the rows do not.  Each sample's prediction
+    then depends on the other samples of its batch, and the loss rewards ranking the
+    samples, not classifying them; no catalogue fault has that mechanism.  0 otherwise;
+    NaN when the output is not one tensor of two or more dimensions over a batch of two
+    or more samples, or the model cannot be run on its inputs alone."""
+    out = fresh_output(parts)
+    if out is None or len(out) != 1 or out[0].dim() < 2 or len(out[0]) < 2 \
+            or out[0].shape[-1] < 2:
+        return math.nan
+    x = out[0].detach().double()
+    if not bool(torch.isfinite(x).all()):
+        return math.nan
+
+    def normalised(dim: int) -> bool:
+        sums = x.sum(dim) if bool((x >= 0).all()) else x.exp().sum(dim)
+        return bool(((sums - 1).abs() <= NORMALISED).all())
+    return float(normalised(0) and not normalised(-1))
+
+
 def output_shape(parts: Parts) -> tuple[int, ...] | None:
     """The shape of a fresh model's output on the first batch (eval mode, no gradients);
     None when it is not one tensor or the model cannot be run on its inputs alone."""
@@ -596,6 +626,121 @@ def dropout_strong(parts: Parts) -> float:
         return math.nan
     rates = [m.p for m in model.modules() if isinstance(m, DROPOUTS)]
     return float(max(rates, default=0.0) >= STRONG_DROPOUT)
+
+
+def decay_rates(parts: Parts) -> list[tuple[float, bool]]:
+    """(lr x weight_decay, exact) of every param group that decays, in the optimizer the
+    user's factory makes for a fresh model: the share of each weight the decay alone
+    removes per step.  Exact under SGD (coupled L2 added to a plain gradient step) and
+    decoupled decay (AdamW): w <- w (1 - lr x decay).  Not under Adam, RMSprop and the
+    other adaptive optimizers with coupled L2: there the decay's pull is divided by the
+    gradient's running RMS with the rest of the gradient, and lr x decay bounds nothing.
+    The rate is the group's largest (`lr`, or the `initial_lr` / `max_lr` a warm-up or
+    one-cycle schedule keeps), so a schedule that starts low is read at its peak.  []
+    when no group decays or the parts cannot be built."""
+    try:
+        with warnings.catch_warnings(), torch.random.fork_rng():
+            warnings.simplefilter("ignore")
+            _, optimizer, _ = build(parts)
+    except Exception:  # noqa: BLE001 - the parts could not be built: not measured
+        return []
+    plain = isinstance(optimizer, torch.optim.SGD)
+    rates = []
+    for group in optimizer.param_groups:
+        decay = group.get("weight_decay")
+        lrs = [group[k] for k in ("lr", "initial_lr", "max_lr")
+               if isinstance(group.get(k), (int, float))]
+        if isinstance(decay, (int, float)) and decay > 0 and lrs:
+            exact = plain or group.get("decoupled_weight_decay") is True
+            rates.append((float(max(lrs)) * float(decay), exact))
+    return rates
+
+
+def decay_strong(parts: Parts, kept: float) -> float:
+    """`decay_strong`: 1 when the weight decay alone would shrink the weights to `kept`
+    of their size within the investigated steps, (1 - lr x decay)^steps <= kept, in
+    some param group; 0 when every decaying group stays above it and lr x decay is
+    exact for each (SGD, decoupled decay); NaN otherwise: no group decays (a penalty
+    written into the loss is not seen), or an adaptive optimizer's coupled decay reads
+    weak (its real pull may be stronger).  `kept`: weight_decay_too_large's own
+    threshold on the weights' final over initial norm (0.5: half).  Healthy decays stay
+    far from it: SGD at lr 0.1 with 5e-4, or AdamW at 1e-3 with 0.1, remove 5e-5 / 1e-4
+    per step, 10% / 18% over 2000 steps, the investigation's longest run."""
+    rates = decay_rates(parts)
+    if not rates:
+        return math.nan
+    if any(r >= 1 or (1 - r) ** parts.steps <= kept for r, _ in rates):
+        return 1.0
+    return 0.0 if all(exact for _, exact in rates) else math.nan
+
+
+# A gradient of the user's loss - summed or averaged, scaled by a GradScaler, clipped,
+# the same forward pass repeated - points along the loss's own gradient (cosine 1); one
+# of the loss negated points the other way (cosine -1).  Half of either, a 60-degree
+# cone, decides; a gradient in between (another loss in the step, dropout drawn
+# differently) decides nothing.
+SAME_DIRECTION = 0.5
+
+
+def step_climbs_loss(parts: Parts) -> float:
+    """`step_climbs_loss`: does the gradient your step hands `optimizer.step()` point up
+    your own `loss`?  On a fresh model and the first batch, the gradient of `loss`
+    (one forward pass, the RNG seeded so dropout draws what your step's first forward
+    pass draws), then your step on the same model, state restored, read at
+    `optimizer.step()` (a step pre-hook).  1 when their cosine is -SAME_DIRECTION or
+    below (the step minimises the loss negated: it climbs the loss), 0 when it is
+    SAME_DIRECTION or above, NaN between, without `loss`, when the step never calls
+    `optimizer.step()` with a gradient, or fails.  A loss handed in with the same wrong
+    sign as the step's agrees with it: this sees a step that disagrees with its loss."""
+    if parts.loss is None:
+        return math.nan
+    try:
+        with warnings.catch_warnings(), torch.random.fork_rng():
+            warnings.simplefilter("ignore")
+            model, optimizer, _ = build(parts)
+            params = [p for p in model.parameters() if p.requires_grad]
+            state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            batch = parts.batches[0]
+            torch.manual_seed(parts.seed)
+            loss = parts.loss(model(parts.inputs(batch)), parts.targets(batch))
+            wanted = torch.autograd.grad(loss, params, allow_unused=True)
+            model.load_state_dict(state)  # batch norm's running statistics as made
+            given = _grads_at_step(parts, model, optimizer, params, batch)
+    except Exception:  # noqa: BLE001 - the user's step or loss failed here: not measured
+        return math.nan
+    cos = _cosine(wanted, given) if given is not None else math.nan
+    if cos != cos:
+        return math.nan
+    return 1.0 if cos <= -SAME_DIRECTION else 0.0 if cos >= SAME_DIRECTION else math.nan
+
+
+def _grads_at_step(parts: Parts, model, optimizer, params, batch) -> list | None:
+    """The gradients `params` hold when the user's step first calls `optimizer.step()`."""
+    seen: list = []
+
+    def look(opt, args, kwargs):
+        if not seen:
+            seen.append([None if p.grad is None else p.grad.detach().clone() for p in params])
+    handle = optimizer.register_step_pre_hook(look)
+    try:
+        torch.manual_seed(parts.seed)
+        parts.step(model, optimizer, batch)
+    finally:
+        handle.remove()
+    return seen[0] if seen else None
+
+
+def _cosine(a, b) -> float:
+    """Cosine between two lists of gradients, over the entries both hold (NaN when
+    either is zero or not finite)."""
+    pairs = [(x.double().reshape(-1), y.double().reshape(-1))
+             for x, y in zip(a, b, strict=True) if x is not None and y is not None]
+    if not pairs:
+        return math.nan
+    u, v = torch.cat([x for x, _ in pairs]), torch.cat([y for _, y in pairs])
+    norms = float(u.norm() * v.norm())
+    cos = float(u @ v) / norms if norms > 0 else math.nan
+    return cos if math.isfinite(cos) else math.nan
 
 
 def steps_in_eval(history: pd.DataFrame, limit: float, share) -> float:

@@ -30,6 +30,10 @@ T = {
                 "损失看起来健康，但 {n} 个可训练张量中有 {none} 个得不到梯度（被 .detach() 切断的计算图？"
                 "没用到的层？）：目录中没有相符的原因"),
     "no_cause": Text("unhealthy, no catalogue cause fits", "不健康，目录中没有相符的原因"),
+    "over_batch": Text("unhealthy whatever the loss shows: the output is normalised across the "
+                       "batch (dim 0), not the classes; no catalogue cause fits",
+                       "无论损失看起来如何都不健康：输出是在批次维 (dim 0) 上归一化的，而不是类别维；"
+                       "目录中没有相符的原因"),
     "unregistered": Text("the model keeps {k} tensor(s) that ask for a gradient but are no "
                          "nn.Parameter ({names}): model.parameters() never lists them, so "
                          "no optimizer trains them",
@@ -87,6 +91,13 @@ T = {
                           "outputs of others (a reshape or a time-major/batch-major mix-up?)",
                           "模型把样本混在了一起：改变批次中的一个样本，其他样本的输出也跟着变"
                           "（reshape 或时间维/批次维弄混了？）"),
+    "normalised_over_batch": Text("the output is normalised across the batch (a softmax or "
+                                  "log-softmax over dim 0, not over the classes): each "
+                                  "sample's prediction depends on the others in its batch; "
+                                  "no catalogue fault has that mechanism",
+                                  "输出是在批次维上归一化的（softmax 或 log-softmax 作用在 dim 0 "
+                                  "上，而不是类别维）：每个样本的预测都依赖批次里的其他样本；"
+                                  "目录中没有哪个故障具有这种机制"),
     "nonfinite_inputs": Text("data: {share:.0%} of the training batches hold NaN/Inf inputs",
                              "数据：{share:.0%} 的训练批次的输入含有 NaN/Inf"),
 }
@@ -159,6 +170,8 @@ def verdict_columns(inv, lang: str) -> dict[str, str]:
     symptom = f"{shapes.name(d.shape, lang)} - {d.shape_evidence}"
     if inv.top is None:
         cause = T["healthy" if inv.healthy else "no_cause"].say(lang)
+        if inv.effects.get("normalised_over_batch") == 1.0:
+            cause = T["over_batch"].say(lang)
         if inv.healthy and inv.flow is not None and inv.flow.without_grad:
             cause = T["cut"].say(lang, none=len(inv.flow.without_grad), n=inv.flow.trainable)
         elif inv.healthy and inv.flow is not None and inv.flow.unregistered:
@@ -319,6 +332,8 @@ def _facts(inv, lang) -> list[str]:
         facts.append(T["nonfinite_inputs"].say(lang, share=share))
     if inv.effects.get("samples_mixed") == 1.0:
         facts.append(T["samples_mixed"].say(lang))
+    if inv.effects.get("normalised_over_batch") == 1.0:
+        facts.append(T["normalised_over_batch"].say(lang))
     return facts
 
 

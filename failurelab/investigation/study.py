@@ -36,6 +36,7 @@ def _threshold(fault: str, quantity: str) -> float:
 # How far validation inputs must sit from the training inputs to be "shifted".
 VAL_SHIFT = _threshold("val_not_normalized", "eval_input_shift")
 IN_EVAL = _threshold("train_mode_not_restored", "eval_mode_share")  # steps in eval mode
+WEIGHTS_KEPT = _threshold("weight_decay_too_large", "weight_norm_change")  # weights halved
 
 
 @dataclass
@@ -138,6 +139,9 @@ def part_checks(parts) -> dict[str, float]:
             "batch_small": checks.batch_small(parts),
             "evaluates_in_train_mode": checks.evaluates_in_train_mode(parts),
             "dropout_strong": checks.dropout_strong(parts),
+            "decay_strong": checks.decay_strong(parts, WEIGHTS_KEPT),
+            "step_climbs_loss": checks.step_climbs_loss(parts),
+            "normalised_over_batch": checks.normalised_over_batch(parts),
             "padding_hides_tokens": checks.padding_hides_tokens(parts)}
 
 
@@ -196,6 +200,9 @@ def assemble(measured, passive, hyps, runs, flow, faults, notes, lang) -> Invest
     if top is None and confidence == "high" and flow is not None and (
             flow.without_grad or flow.unregistered):
         confidence = "medium"  # healthy-looking, but part of the model never learns
+    if top is None and effects.get("normalised_over_batch") == 1.0:
+        confidence = "low"  # whatever the curve: a classifier normalised across its batch
+        #                     is broken (alone, every sample's scores are uniform)
     for name, r in runs.items():
         if r.error:
             notes.append(f"{name}: ended by {r.error}")

@@ -47,7 +47,7 @@ class Judgement:
 # tokens learns a little from where the padding sits): healthy loops show none of them.
 PROPOSING = ("inputs_unscaled", "weights_above_default", "weights_below_default",
              "nonfinite_inputs", "batches_unmixed", "padding_hides_tokens",
-             "evaluates_in_train_mode", "dropout_strong")
+             "evaluates_in_train_mode", "dropout_strong", "decay_strong", "step_climbs_loss")
 # Premises that propose their causes only on a curve that is not healthy: a batch of a
 # few samples is a choice many healthy loops make (a loop on batches of 8 that learns
 # learns better from batches of 64, as any loop does from more samples per step); it is
@@ -132,7 +132,7 @@ def _strength(value: float) -> float:
 # Arms whose lower loss is no remedy for anything: one batch, seen at every step, is
 # memorised by any model that can learn at all; dropout off lowers any training-mode
 # loss, whatever the rate was.
-NOT_A_REMEDY = ("overfit_batch", "dropout_off")
+NOT_A_REMEDY = ("overfit_batch", "dropout_off", "weight_decay_off")
 
 # Why the verdict has the confidence it has (a key of report.WHY).
 SPECIFIC = "specific"  # one cause confirmed; the same measurements left no rival standing
