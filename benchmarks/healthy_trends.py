@@ -443,14 +443,22 @@ def nesterov_clip(seed):
                 _batches(x[-128:], y[-128:], 128), val_every=32)
 
 
-class _ClippedSGD(torch.optim.SGD):
-    """SGD that clips the gradients' total norm to 1 before each step (as a loop does
-    with clip_grad_norm_ between backward and step)."""
+class _Clipped:
+    """Clips the gradients' total norm to 1 before each step, as a loop does with
+    clip_grad_norm_ between backward and step; mixed into an optimizer class."""
 
     def step(self, closure=None):
         params = [p for group in self.param_groups for p in group["params"]]
         nn.utils.clip_grad_norm_(params, 1.0)
         return super().step(closure)
+
+
+class _ClippedSGD(_Clipped, torch.optim.SGD):
+    pass
+
+
+class _ClippedAdam(_Clipped, torch.optim.Adam):
+    pass
 
 
 def classes_100(seed):
@@ -483,15 +491,6 @@ def gru_sequence(seed):
     opt = _ClippedAdam(m.parameters(), 3e-3)
     return Loop(m, opt, _batches(x[:-128], y[:-128], 32), nn.CrossEntropyLoss(), 250,
                 _batches(x[-128:], y[-128:], 128), val_every=32)
-
-
-class _ClippedAdam(torch.optim.Adam):
-    """Adam that clips the gradients' total norm to 1 before each step."""
-
-    def step(self, closure=None):
-        params = [p for group in self.param_groups for p in group["params"]]
-        nn.utils.clip_grad_norm_(params, 1.0)
-        return super().step(closure)
 
 
 def conv1d_signal(seed):
