@@ -1103,16 +1103,24 @@ def investigate_half(half: str, workers: int, seed: int = 0, names=None) -> list
     for name in names or [n for n in FORMS if chosen[n] == half]:
         for fixed in (False, True):
             started = time.perf_counter()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                inv = fl.investigate(**parts(name, fixed, seed), workers=workers,
-                                     progress=False)
             fault = FORMS[name].fault
-            rows.append(dict(form=name, fixed=fixed, expected="healthy" if fixed else fault,
-                             top=inv.top, confidence=inv.confidence, shape=inv.shape,
-                             passive=inv.diagnosis.top, result=classify(fault, fixed, inv),
-                             why=inv.why, notes=inv.notes,
-                             seconds=round(time.perf_counter() - started, 1)))
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    inv = fl.investigate(**parts(name, fixed, seed), workers=workers,
+                                         progress=False)
+            except Exception as exc:  # noqa: BLE001 - an investigation that raises is a result
+                rows.append(dict(form=name, fixed=fixed, expected="healthy" if fixed else fault,
+                                 top=None, confidence="-", shape="-", passive=None,
+                                 result="crashed", why="-",
+                                 notes=[f"{type(exc).__name__}: {exc}".splitlines()[0][:160]],
+                                 seconds=round(time.perf_counter() - started, 1)))
+            else:
+                rows.append(dict(form=name, fixed=fixed, expected="healthy" if fixed else fault,
+                                 top=inv.top, confidence=inv.confidence, shape=inv.shape,
+                                 passive=inv.diagnosis.top, result=classify(fault, fixed, inv),
+                                 why=inv.why, notes=inv.notes,
+                                 seconds=round(time.perf_counter() - started, 1)))
             r = rows[-1]
             print(f"  {name:38s} {'fixed' if fixed else 'buggy'} expected {r['expected']:24s} "
                   f"-> {str(r['top']):24s} {r['confidence']:6s} {r['result']:15s} "
@@ -1129,7 +1137,8 @@ def summary(rows) -> str:
 
     def n(rs, what):
         return sum(r["result"] == what for r in rs)
-    return (f"named {n(bugs, 'named')}/{len(bugs)}, confident-wrong {n(bugs, 'confident-wrong')}"
+    return (f"crashed {n(rows, 'crashed')}/{len(rows)}; "
+            f"named {n(bugs, 'named')}/{len(bugs)}, confident-wrong {n(bugs, 'confident-wrong')}"
             f"/{len(bugs)}; outside confident-wrong {n(outside, 'confident-wrong')}/{len(outside)}; "
             f"fixed healthy {n(fixed, 'healthy')}/{len(fixed)}, confident-wrong "
             f"{n(fixed, 'confident-wrong')}/{len(fixed)}")

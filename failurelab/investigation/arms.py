@@ -145,6 +145,7 @@ def reference_step(parts: Parts) -> Parts | None:
     if parts.loss is None:
         return None
     loss_fn, inputs, targets = parts.loss, parts.inputs, parts.targets
+    inputs(parts.batches[0]), targets(parts.batches[0])  # unreadable: not applicable, said why
 
     def step(model, optimizer, batch):
         optimizer.zero_grad()

@@ -237,6 +237,21 @@ def _tensors(out) -> list[torch.Tensor]:
     return []
 
 
+PREDICTION_KEY = "logits"  # the prediction's name in a dict output (Hugging Face's too)
+
+
+def prediction(out) -> torch.Tensor | None:
+    """The prediction in a model's output: the tensor itself; of a dict (an HF-style
+    output is one) its "logits", else its first entry; of a tuple or list its first
+    element - `(output, state)` of a recurrent model, `(scores, attention weights)`.
+    None when that is no floating-point tensor."""
+    if isinstance(out, dict):
+        out = out[PREDICTION_KEY] if PREDICTION_KEY in out else next(iter(out.values()), None)
+    while isinstance(out, (tuple, list)) and out:
+        out = out[0]
+    return out if isinstance(out, torch.Tensor) and out.is_floating_point() else None
+
+
 def init_scale(parts: Parts) -> tuple[float, float]:
     """(share of weight tensors whose initial RMS is more than INIT_OFF x above the one
     PyTorch's `reset_parameters()` gives them, share more than INIT_OFF x below).
@@ -371,16 +386,16 @@ def output_maker(parts: Parts) -> OutputMaker | None:
                 if isinstance(module, kinds):
                     handles.append(module.register_forward_hook(_note_call(name, calls, counts)))
             try:
-                out = _tensors(model(parts.inputs(parts.batches[0])))
+                out = prediction(model(parts.inputs(parts.batches[0])))
             finally:
                 for h in handles:
                     h.remove()
     except Exception:  # noqa: BLE001 - the model needs more than its inputs: not measured
         return None
-    if len(out) != 1:
+    if out is None:
         return None
     for name, call, output in reversed(calls):
-        if _same_values(output, out[0]):
+        if _same_values(output, out):
             module = model.get_submodule(name)
             return OutputMaker(name, call, isinstance(module, PROBABILITIES))
     return None
@@ -405,17 +420,29 @@ def _note_call(name: str, calls: list, counts: dict):
     return hook
 
 
-def fresh_output(parts: Parts) -> list[torch.Tensor] | None:
-    """The output tensors of a fresh model (seeded as the baseline's) on the first
-    batch's inputs, in eval mode without gradients, the caller's RNG untouched; None
-    when the model cannot be run on its inputs alone."""
+def fresh_raw_output(parts: Parts):
+    """A fresh model's output (seeded as the baseline's) on the first batch's inputs,
+    as the model returns it (a tensor, a tuple, a dict), in eval mode without
+    gradients, the caller's RNG untouched; None when the model cannot be run on its
+    inputs alone."""
     try:
         with warnings.catch_warnings(), torch.no_grad(), torch.random.fork_rng():
             warnings.simplefilter("ignore")
             torch.manual_seed(parts.seed)
-            return _tensors(parts.make_model().eval()(parts.inputs(parts.batches[0])))
+            return parts.make_model().eval()(parts.inputs(parts.batches[0]))
     except Exception:  # noqa: BLE001 - not measured
         return None
+
+
+def fresh_output(parts: Parts) -> list[torch.Tensor] | None:
+    """[the prediction] of a fresh model's output on the first batch (`prediction`:
+    the tensor, a dict's logits, a tuple's first element); [] when it holds no
+    floating-point prediction, None when the model cannot be run on its inputs alone."""
+    out = fresh_raw_output(parts)
+    if out is None:
+        return None
+    pred = prediction(out)
+    return [] if pred is None else [pred]
 
 
 def output_kind(parts: Parts) -> tuple[float, float]:
@@ -505,8 +532,9 @@ def loss_takes_logits(parts: Parts) -> float:
     separate `loss`, or when the output and targets fit neither.  It tells softmax
     applied twice (probabilities into a loss that squashes again) from probabilities
     compared with targets they cannot reach (an MSE on a sigmoid's output)."""
-    out = fresh_output(parts) if parts.loss is not None else None
-    if out is None or len(out) != 1:
+    raw = fresh_raw_output(parts) if parts.loss is not None else None
+    pred = prediction(raw)
+    if pred is None:
         return math.nan
     try:
         with warnings.catch_warnings(), torch.no_grad():
@@ -514,7 +542,7 @@ def loss_takes_logits(parts: Parts) -> float:
             y = parts.targets(parts.batches[0])
             if not isinstance(y, torch.Tensor):
                 return math.nan
-            out = out[0].float()
+            out = pred.float()
             F = torch.nn.functional
             if not y.is_floating_point() and out.dim() == 2 and y.shape == out.shape[:1]:
                 # softmax written into the loss itself squashes twice as well
@@ -525,7 +553,8 @@ def loss_takes_logits(parts: Parts) -> float:
                                  F.binary_cross_entropy_with_logits(out.sigmoid(), same)]
             else:
                 return math.nan
-            yours = float(parts.loss(out, y))
+            # your loss reads the output as the model returns it (a tuple, a dict)
+            yours = float(parts.loss(out if isinstance(raw, torch.Tensor) else raw, y))
     except Exception:  # noqa: BLE001 - not measured
         return math.nan
     return float(any(abs(yours - float(v)) <= SAME_LOSS * max(abs(yours), 1e-12)

@@ -19,8 +19,13 @@ import torch
 
 from .errors import PartsError
 
-INPUT_KEYS = ("x", "input", "inputs", "image", "images")
+# Default keys of a dict batch, the Hugging Face names included (input_ids, pixel_values).
+INPUT_KEYS = ("x", "input", "inputs", "input_ids", "features", "image", "images",
+              "pixel_values")
 TARGET_KEYS = ("y", "label", "labels", "target", "targets")
+# A tuple batch's inputs come first and its targets last: (inputs, targets), and also
+# (inputs, lengths or mask, targets), the form of padded sequences and HF encodings.
+INPUT_INDEX, TARGET_INDEX = 0, -1
 MAX_STEPS = 2000  # an investigation is a handful of short runs, not a training job
 
 
@@ -71,8 +76,8 @@ def make_parts(model=None, optimizer=None, batches=None, step=None, loss=None,
         raise PartsError(f"seed must be an integer, got {seed!r}")
     taken = _take(batches, steps, seed, "batches")
     val = tuple(_take(val_batches, None, seed, "val_batches")) if val_batches is not None else ()
-    get_x, set_x = _accessor(inputs, INPUT_KEYS, 0, "inputs")
-    get_y, set_y = _accessor(targets, TARGET_KEYS, 1, "targets")
+    get_x, set_x = _accessor(inputs, INPUT_KEYS, INPUT_INDEX, "inputs")
+    get_y, set_y = _accessor(targets, TARGET_KEYS, TARGET_INDEX, "targets")
     return Parts(model, _optimizer_factory(optimizer), tuple(taken), step, loss, val,
                  get_x, get_y, set_x, set_y, seed, evaluate=evaluate)
 
@@ -139,7 +144,8 @@ def _take(batches, steps: int | None, seed: int, name: str) -> list:
 
 def _accessor(given: Callable | None, keys: tuple, index: int, name: str):
     """(get, set) for one part of a batch: the user's getter (then no setter: an arm
-    that must rewrite it is skipped), or the default for tuples, lists and dicts."""
+    that must rewrite it is skipped), or the default for tuples, lists and dicts (a
+    tuple of one element has inputs only: no targets at index -1)."""
     if given is not None:
         _callable(given, name, "batch -> tensor")
         return given, None
@@ -151,7 +157,7 @@ def _accessor(given: Callable | None, keys: tuple, index: int, name: str):
                 raise PartsError(f"a batch dict has none of the keys {keys}; pass "
                                  f"{name}=lambda batch: ...")
             return batch[key]
-        if isinstance(batch, (tuple, list)) and len(batch) > index:
+        if isinstance(batch, (tuple, list)) and len(batch) > max(index, 0) + (index < 0):
             return batch[index]
         raise PartsError(f"cannot find the {name} of a {type(batch).__name__} batch; pass "
                          f"{name}=lambda batch: ...")

@@ -45,8 +45,14 @@ class ArmRun:
 
 
 def run_arm(parts: Parts, name: str) -> ArmRun:
-    """One arm, run to its end; never raises because the training went bad."""
-    changed = ARMS[name].apply(parts)
+    """One arm, run to its end; never raises because the training went bad, nor because
+    the arm cannot read these parts (a batch it cannot take apart: skipped, said why)."""
+    try:
+        changed = ARMS[name].apply(parts)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the arm does not apply to these parts
+        return ArmRun(name, skipped=True, error=f"not applicable: {_said(exc)}")
     if changed is None:
         return ArmRun(name, skipped=True)
     started = time.perf_counter()

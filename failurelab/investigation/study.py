@@ -205,7 +205,7 @@ def assemble(measured, passive, hyps, runs, flow, faults, notes, lang) -> Invest
         #                     is broken (alone, every sample's scores are uniform)
     for name, r in runs.items():
         if r.error:
-            notes.append(f"{name}: ended by {r.error}")
+            notes.append(f"{name}: {r.error}" if r.skipped else f"{name}: ended by {r.error}")
     table = report.table(runs, ends, effects, spread, judgements, lang)
     return Investigation(passive, top, confidence, table,
                          {n: r.history for n, r in runs.items() if not r.skipped},
