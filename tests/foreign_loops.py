@@ -52,6 +52,17 @@ def classifier_huge_lr(seed=0):
     opt = torch.optim.SGD(model.parameters(), lr=20.0)
     return loop(model, opt, nn.CrossEntropyLoss(), X, y, seed=seed)
 
+def raw_scale_regression(seed=0, lr=0.05):
+    """A linear model fitting prices around 100 on unit-scale features: its bias must
+    grow 100-fold, so its first steps move the weights by 40-50% of their norm while
+    the loss falls from 10^4 to about 1 - large steps that keep their direction."""
+    torch.manual_seed(seed)
+    X, y = data(d=4, seed=seed)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    return loop(model, opt, lambda out, t: ((out.squeeze(1) - t) ** 2).mean(), X,
+                100.0 + 10 * y, seed=seed)
+
 def unnormalised_inputs(seed=0):
     torch.manual_seed(seed)
     scale = torch.tensor([3e4, 1.0, 1e-3, 50.0, 1.0, 1.0, 2e3, 1.0])

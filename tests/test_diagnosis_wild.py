@@ -240,6 +240,20 @@ def test_an_oversized_rate_after_a_warm_up_is_named_and_the_tuned_one_is_healthy
     assert fl.diagnose(history).top == "huge_lr"
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_large_first_steps_that_keep_their_direction_are_travel_not_a_huge_rate(seed):
+    """A raw-scale regression's first updates are 40-50% of its weights' norm (above
+    huge_lr's oversized-step line) while its loss falls 10^4-fold: consecutive
+    gradients agree (cosine near 0.8-0.9), where an overshooting step turns back."""
+    history = foreign_loops.raw_scale_regression(seed)
+    q = measure(history, ["update_ratio_start", "grad_cosine_start"])
+    assert q["update_ratio_start"] > 0.1 and q["grad_cosine_start"] > 0.5
+    d = fl.diagnose(history)
+    assert d.shape == "healthy" and d.top is None, str(d)
+    overshooting = measure(foreign_loops.classifier_huge_lr(seed), ["grad_cosine_start"])
+    assert overshooting["grad_cosine_start"] < 0.5
+
+
 def test_an_adaptive_optimizer_shrinking_its_own_steps_is_not_a_decayed_schedule():
     history = foreign_loops.radam_raw_inputs(0)
     q = measure(history, ["step_size_change_early", "lr_change_early"])

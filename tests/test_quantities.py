@@ -106,6 +106,7 @@ def _expected() -> dict[str, float]:
         "unhealthy_curve": 1.0 if val_smooth[-1] - val_smooth.min() > 0.15 else 0.0,
         "grad_norm_max": GRAD.max(), "grad_cosine_end": np.median(COSINE[-TAIL:]),
         "grad_turn_end": 1 - np.median(COSINE[-TAIL:]),
+        "grad_cosine_start": np.median(COSINE[:HEAD]),
         "grad_growth": np.median(GRAD[-TAIL:]) / GRAD[0], "grad_norm_rising": 1.0,
         "update_ratio_median": np.median(RATIO), "update_ratio_start": np.median(RATIO[:5]),
         "update_ratio_peak": max(rolling_median), "zero_grad_median": 0.25,

@@ -130,3 +130,15 @@ def test_extending_the_split_moves_no_case(run, tmp_path, monkeypatch):
 def test_totals_of_an_empty_part(run):
     """A part with no case (only held cases named with --cases) prints, not crashes."""
     assert run.totals([]) == ["no cases"]
+
+
+def test_a_diagnosis_that_raises_is_scored_crashed_and_the_corpus_goes_on(run):
+    """A case whose program raises at step 0 (a newer torch rejecting its data, as
+    gh_pytorch_unet_78's did) used to end the whole corpus run."""
+    def raises():
+        raise ValueError("Target and input must have the same number of elements")
+    reading = run.guarded(raises)
+    assert run.score(reading, ["huge_lr"], "failure") == "crashed"
+    assert run.score(reading, [], "control") == "crashed"
+    assert not run.healthy(reading)
+    assert run.describe(reading).startswith("crashed (ValueError: Target and input")

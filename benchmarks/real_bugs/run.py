@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import datetime
 import importlib.util
 import math
@@ -207,12 +208,36 @@ def run_harm(names: list[str]) -> None:
 
 # --- diagnosis ---------------------------------------------------------------------------------
 
+@dataclasses.dataclass(frozen=True)
+class Crashed:
+    """A diagnosis that raised (or a case whose program did): scored "crashed", never
+    missed or healthy, and the rest of the corpus still runs."""
+
+    error: str
+    shape: str = "crashed"
+    top: None = None
+    confidence: str = "-"
+
+
+def guarded(diagnosis, *args):
+    """`diagnosis(*args)`, or a `Crashed` reading naming what it raised."""
+    try:
+        return diagnosis(*args)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one case's crash is that case's result
+        return Crashed(f"{type(exc).__name__}: {exc}".splitlines()[0][:160])
+
+
 def healthy(reading) -> bool:
     return reading.shape == "healthy" and reading.top is None
 
 
 def score(reading, accepted: list[str], kind: str) -> str:
-    """named / confident-wrong / missed for a failure; healthy / flagged for a control."""
+    """named / confident-wrong / missed for a failure; healthy / flagged for a control;
+    crashed for either when the diagnosis raised."""
+    if isinstance(reading, Crashed):
+        return "crashed"
     if kind == "control":
         return "healthy" if healthy(reading) else (
             "confident-wrong" if reading.top and reading.confidence in CONFIDENT else "flagged")
@@ -226,6 +251,8 @@ def score(reading, accepted: list[str], kind: str) -> str:
 def describe(reading) -> str:
     if reading is None:
         return "-"
+    if isinstance(reading, Crashed):
+        return f"crashed ({reading.error})"
     top = reading.top or "none"
     return f"{reading.shape}/{top}/{reading.confidence}"
 
@@ -277,11 +304,12 @@ def diagnose_case(name: str, truth: dict, with_active: bool) -> dict:
     if row is None:
         raise SystemExit(f"{name} has no row in truth.csv: write the ground truth first")
     t0 = time.perf_counter()
-    buggy = passive(module.parts(fixed=False, seed=0))
+    buggy = guarded(lambda: passive(module.parts(fixed=False, seed=0)))
     t_passive = time.perf_counter() - t0
-    fixed_reading = passive(module.parts(fixed=True, seed=0)) if row["kind"] == "failure" else None
+    fixed_reading = (guarded(lambda: passive(module.parts(fixed=True, seed=0)))
+                     if row["kind"] == "failure" else None)
     t1 = time.perf_counter()
-    act = active(module.parts(fixed=False, seed=0), evaluation(module, False)) \
+    act = guarded(lambda: active(module.parts(fixed=False, seed=0), evaluation(module, False))) \
         if with_active else None
     t_active = time.perf_counter() - t1 if act is not None else math.nan
     return dict(case=name, kind=row["kind"], accepted=";".join(row["accepted"]) or "-",

@@ -30,6 +30,24 @@ OVERSIZED_STEPS = C(
     why_zh="让权重移动其范数十分之一的一步，会越过刚初始化的模型所具有的任何曲率；自适应优化器最初的步子也很"
            "大，所以校准把这条线移到某条路径所接纳的每种优化器的每个健康运行之外")
 
+# Large first steps that keep their direction are travel, not overshoot: a raw-scale
+# regression's weights and bias must grow some 70-fold (a linear model on prices around
+# 100: its first steps move the weights by 57-72% of their norm while the loss falls 98%,
+# consecutive gradients agreeing at cosine 0.58-0.68).  Every overshooting run measured
+# turns back: the lab's huge_lr seeds 0-9 at most 0.26, the zoo's huge_lr runs that the
+# main route names at most 0.10 (seeds 0-2, every family and optimizer).
+TURNS_BACK = C(
+    "grad_cosine_start", "<=", 0.5, "cosine of consecutive gradients, first steps",
+    "a step too large for the curvature lands past the valley floor, so the next gradient "
+    "points back (negative); noise around one direction gives 0-0.3; at 0.5 (60 degrees) "
+    "or more each gradient mostly repeats the last one: the steps are still travelling "
+    "down one slope, which an overshooting step cannot do", log=False, unit=0.1,
+    required=False, role="guard",
+    label_zh="最初几步相邻梯度的余弦",
+    why_zh="对曲率来说过大的一步会越过谷底，于是下一个梯度指回来（为负）；围绕同一方向的噪声约为 0-0.3；"
+           "达到 0.5（60 度）或更高时，每个梯度大体重复上一个：步子仍在沿同一个坡往下走，而越过谷底"
+           "的步子做不到这一点")
+
 # The same line on the run's biggest steps, wherever its schedule put them: a warm-up
 # (OneCycle, linear warm-up) or a rectified Adam starts small and reaches an oversized
 # rate later, where the first steps cannot see it.
@@ -80,6 +98,7 @@ HUGE_LR = Fault(
     explains=("exploding_gradients",),
     signature=Signature((
         OVERSIZED_STEPS,
+        TURNS_BACK,
     ), "steps are far too large for the loss surface - divide the rate by 10",
        verdict_zh="步子相对于损失曲面太大了：把学习率除以 10"),
     # Adaptive optimizers' healthy first steps reach a tenth of the weights' norm, so

@@ -256,6 +256,17 @@ def grad_cosine_end(h):
     return _median(_tail(h["grad_cosine"])) if "grad_cosine" in h else NAN
 
 
+def grad_cosine_start(h):
+    """Median cosine of consecutive gradients over the first MIN_WINDOW steps that have
+    one: which way the initialised model's first steps went.  A step too large for the
+    curvature lands past the valley floor, and the next gradient points back (a negative
+    cosine); minibatch noise around one direction gives about 0-0.3; steps still
+    travelling down one long slope (weights that must grow far, a bias climbing to
+    targets on a raw scale) keep pointing the same way, toward 1."""
+    cosines = _values(_stepped(h), "grad_cosine")  # the first has no predecessor: NaN
+    return _median(cosines.iloc[:MIN_WINDOW]) if cosines is not None else NAN
+
+
 def _before_blowup(h: pd.DataFrame) -> pd.DataFrame:
     """The rows before the loss blew up: its first non-finite value, or the first 5-step
     mean above LOSS_WRECKED times the initial loss (all rows if neither happened, or if the
@@ -732,7 +743,14 @@ def float16_share(h):
     number (float16 keeps 10 mantissa bits and nothing under 2^-24): 1 when the output
     and its gradient live in float16, ~0 in float32 (an arbitrary float32 value is a
     float16 number once in 8192) or bfloat16 (its tiny values fall under float16's
-    range).  Or the share of parameters held in float16/bfloat16, when recorded."""
+    range).  Or the share of parameters held in float16/bfloat16, when recorded.
+    Where the output's dtype was recorded (`output_float16`), the share of steps whose
+    output was a float16 tensor, instead of the grid: in float32, a regression's
+    residual on targets near 100 is a difference of nearly equal numbers whose few
+    significant bits land on float16's grid about one step in two."""
+    half = _values(h, "output_float16")
+    if half is not None and len(half):
+        return float(half.mean())
     lowp = _median(_column(h, "param_lowp_frac"))
     floor = _values(h, "output_grad_min")
     if floor is None:
@@ -1161,6 +1179,7 @@ DECLARED = (
             optional=("step_skipped", "loss")),
     declare(grad_turn_end, ("grad_cosine",), "gradient_cosine", nan=STOP,
             optional=("step_skipped", "loss")),
+    declare(grad_cosine_start, ("grad_cosine",), "gradient_cosine", optional=("step_skipped",)),
     declare(grad_growth, ("grad_norm",), "gradients", optional=("step_skipped",)),
     declare(grad_norm_rising, ("grad_norm",), "gradients", optional=("step_skipped",)),
     declare(update_ratio_median, ("update_ratio",), "update_ratio", optional=("step_skipped",)),
@@ -1207,7 +1226,8 @@ DECLARED = (
     declare(loss_vs_softmax_twice, ("loss", "output_ce_twice"), "implied_loss"),
     declare(softmax_twice_fit, ("loss", "output_ce", "output_ce_twice"), "implied_loss"),
     declare(target_share, ("target_grad_share",), "target_share"),
-    declare(float16_share, ("output_grad_min", "param_lowp_frac"), "output_gradient"),
+    declare(float16_share, ("output_grad_min", "param_lowp_frac"), "output_gradient",
+            optional=("output_float16",)),
     declare(loss_scaled_share, ("loss_scaled",), "output_gradient"),
     declare(input_nonfinite_total, ("input_nonfinite",), "inputs", nan=COUNT),
     declare(val_acc_best, ("val_acc",), "accuracy"),

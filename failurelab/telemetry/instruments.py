@@ -397,7 +397,8 @@ class Outputs(Instrument):
     name = "outputs"
     columns = ("output_std", "output_grad_zero_frac", "output_grad_min", "output_prob_frac",
                "output_logprob_frac", "output_nonfinite", "loss_weight", "output_backwards",
-               "output_soft_target_frac", "output_ce", "output_ce_twice", "target_grad_share")
+               "output_soft_target_frac", "output_ce", "output_ce_twice", "target_grad_share",
+               "output_float16")
 
     def __init__(self, report, params=()):
         self.report = report  # report(instrument, exc): the gradient hook runs in backward
@@ -492,10 +493,13 @@ class Outputs(Instrument):
             probes.nonfinite_count(y) if n and not math.isfinite(s) else 0  # count exactly
             for y, s in zip(outs, sq, strict=True)]
         weight = [w * p[3] for w, p in zip(weight, payloads, strict=True)]  # from the rows read to all
+        # the output's own dtype: a float32 value can sit on float16's grid (a difference
+        # of two large nearly equal numbers keeps few bits), a float16 tensor cannot hide
+        half = [_NAN] * k if stacked is None else [float(outs[0].dtype == torch.float16)] * k
         out = dict(zip(self.columns, (
             [probes.std_of(t, s, n) for t, s in zip(total, sq, strict=True)], zero, low, prob, logp, bad,
             weight, [_NAN if p[2] is None else p[2] for p in payloads], soft, ce, ce_twice,
-            target), strict=True))
+            target, half), strict=True))
         if self.partials and stacked is not None:
             rows = outs[0].numel() // (outs[0].shape[-1] if outs[0].dim() else 1)
             grad_n = grads[0].numel() if grads[0] is not None else 0
