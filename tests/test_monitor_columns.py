@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 import failurelab as fl
+from failurelab.evidence.quantities import measure
 from failurelab.telemetry.monitor import MonitorWarning
 
 # each step's arithmetic: every step's forward tensors are read (see conftest)
@@ -1039,6 +1040,61 @@ def test_soft_targets_are_told_from_hard_labels_by_the_output_gradient():
     mixed = share(lambda z: 0.6 * ce(z, kept) + 0.4 * ce(z, other))
     assert 0.5 < mixed <= (kept != other).float().mean().item()  # two labels, where they differ
     assert math.isnan(share(lambda z: (z - 1).square().mean()))  # rows do not sum to 0
+
+
+def test_the_labels_a_cross_entropy_gradient_names_give_the_batch_label_mix():
+    """The share of the batch's main class, read from the gradient alone, equals the
+    one counted from the labels, with or without class weights and ignored rows; NaN
+    for a regression, for token outputs and for too few labelled rows."""
+    from failurelab.evidence.thresholds import LABEL_MIX_MIN_SAMPLES
+    from failurelab.telemetry.probes import label_purities
+
+    torch.manual_seed(0)
+    logits = torch.randn(64, 5)
+    y = torch.cat([torch.zeros(40, dtype=torch.long), torch.randint(1, 5, (24,))])
+    y[-4:] = -100  # ignored: no gradient, not counted
+    kept = y[y >= 0]
+    truth = kept.bincount().max().item() / len(kept)
+
+    def purity(loss_of, z0=logits):
+        z = z0.clone().requires_grad_()
+        (g,) = torch.autograd.grad(loss_of(z), z)
+        return label_purities(g[None]).item()
+    ce = nn.functional.cross_entropy
+    assert purity(lambda z: ce(z, y)) == pytest.approx(truth)
+    assert purity(lambda z: ce(z, y, weight=torch.rand(5) + 0.1, reduction="sum")) == (
+        pytest.approx(truth))
+    assert math.isnan(purity(lambda z: (z - 1).square().mean()))
+    few = torch.full((64,), -100)
+    few[:LABEL_MIX_MIN_SAMPLES - 1] = 0
+    assert math.isnan(purity(lambda z: ce(z, few)))
+    tokens = torch.randn(4, 16, 5)
+    assert math.isnan(purity(lambda z: ce(z.transpose(1, 2), torch.zeros(4, 16, dtype=torch.long)),
+                             tokens))
+
+
+def test_a_loop_over_class_sorted_data_shows_one_class_batches_without_recording_labels():
+    """The classic unshuffled loader: a plain Monitor (no labels recorded) reads each
+    batch as one class, and the same samples dealt at random as mixed."""
+    torch.manual_seed(0)
+    X, y = torch.randn(960, 8), torch.randint(0, 3, (960,))
+    order = y.argsort()
+
+    def label_mix(X, y):
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        monitor = fl.Monitor(model, opt, preset="full")
+        for i in range(30):
+            xb, yb = X[i * 32:(i + 1) * 32], y[i * 32:(i + 1) * 32]
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(xb), yb)
+            loss.backward()
+            opt.step()
+            monitor.record(loss=loss)
+        assert "label_purity" not in monitor.history
+        return measure(monitor.history, ["label_purity_median"])["label_purity_median"]
+    assert label_mix(X[order], y[order]) == 1.0
+    assert label_mix(X, y) < 0.6  # 32 of 3 balanced classes dealt at random: ~0.4
 
 
 def test_the_losses_an_output_implies_match_a_plain_and_a_doubled_softmax():

@@ -48,6 +48,8 @@ OTHER_MEANINGS = {
     ("lab/data.py", "VALUE_NOISE"),  # 0.1: std of the regression target's noise
     ("zoo/loop.py", "VAL_EVERY"),  # validation every 10 steps
     ("cli.py", "MYSTERY_SEEDS"),  # 1000 mystery seeds
+    ("lab/data.py", "N_FEATURES"),  # 16 input features of the lab's data
+    ("telemetry/instruments.py", "UNIT_RUN"),  # 16 units read side by side
 }
 
 
@@ -71,10 +73,13 @@ def test_each_shared_threshold_is_assigned_once_in_the_whole_package():
         for node in tree.body:
             if not isinstance(node, ast.Assign):
                 continue
-            names = [t.id for t in ast.walk(node.targets[0]) if isinstance(t, ast.Name)]
-            values = [v for v in map(_number, ast.walk(node.value)) if v is not None] \
-                if isinstance(node.value, (ast.Constant, ast.Tuple)) else []
-            for name, value in zip(names, values, strict=False):
+            target, value = node.targets[0], node.value
+            values = value.elts if isinstance(value, ast.Tuple) else [value]
+            names = target.elts if isinstance(target, ast.Tuple) else [target] * len(values)
+            for name_node, value_node in zip(names, values, strict=False):  # A, B = 1, 2**4
+                name, value = getattr(name_node, "id", None), _number(value_node)
+                if value is None or name is None:
+                    continue
                 if value in SHARED.values() and (path, name) not in OTHER_MEANINGS:
                     assigned.setdefault(value, []).append(f"{path}:{name}")
     assert {v: sorted(w) for v, w in assigned.items()} == {

@@ -40,10 +40,11 @@ PARALLEL_GRADIENTS = Condition(
 MIXED_BATCHES = Condition(
     "label_purity_median", "<=", 0.99, "median share of the batch's main class",
     "unless every batch holds one class: unshuffled data also make consecutive "
-    "gradients parallel (checked only when label columns exist)",
+    "gradients parallel (checked where the labels, or a cross-entropy's output "
+    "gradient that names them, are recorded)",
     log=False, unit=0.05, required=False, role="guard",
     label_zh="批次中主类别比例的中位数",
-    why_zh="除非每个批次只有一个类别：未打乱的数据也会让相邻梯度平行（只在有标签列时检查）")
+    why_zh="除非每个批次只有一个类别：未打乱的数据也会让相邻梯度平行（在记录了标签，或记录了能指明标签的交叉熵输出梯度时检查）")
 CARRIED = Condition(
     "grad_carried_share", ">=", 0.5, "share of steps whose gradient was never emptied",
     "where the Monitor saw .grad at each backward pass, most steps found it never "

@@ -60,7 +60,7 @@ GROUPS: tuple[ColumnGroup, ...] = (
                 ("output_grad_zero_frac", "output_grad_min", "output_std", "output_prob_frac",
                  "output_logprob_frac", "output_nonfinite", "loss_weight", "output_backwards",
                  "output_soft_target_frac", "output_ce", "output_ce_twice", "target_grad_share",
-                 "output_float16"),
+                 "output_float16", "output_label_purity"),
                 "the model's output and the gradient that reached it"),
     ColumnGroup("activations", MONITOR, ("act_mean/", "act_std/", "dead_frac/",
                                          "saturated_frac/"),

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from . import columns, shapes
-from .thresholds import LOSS_ROSE, LOSS_WRECKED
+from .thresholds import LABEL_MIX_MIN_SAMPLES, LOSS_ROSE, LOSS_WRECKED
 
 NAN = math.nan
 EARLY = 0.05  # the first 5% of the steps (at least MIN_WINDOW) is "the start"
@@ -912,11 +912,14 @@ def eval_mode_share(h):
 
 def label_purity_median(h):
     """Median share of a batch taken by its most common label (1 = one class only);
-    NaN for batches under 16 samples, whose label mix says little."""
+    NaN for batches under LABEL_MIX_MIN_SAMPLES samples, whose label mix says little.
+    Where the loop records no labels, the labels that a classifier's cross-entropy
+    gradient names (`output_label_purity`, over the samples it names one for) stand in."""
     sizes = _column(h, "batch_size")
-    if sizes is not None and _median(sizes) < 16:
+    if sizes is not None and _median(sizes) < LABEL_MIX_MIN_SAMPLES:
         return NAN
-    return _median(_column(h, "label_purity"))
+    labelled = _column(h, "label_purity")
+    return _median(labelled if labelled is not None else _column(h, "output_label_purity"))
 
 
 def data_time_share(h):
@@ -1243,7 +1246,8 @@ DECLARED = (
     declare(train_eval_gap_z, ("loss", "val_loss"), "validation"),
     declare(dropout_rate, ("dropout_rate",), "validation"),
     declare(eval_mode_share, ("train_mode",), "train_mode"),
-    declare(label_purity_median, ("label_purity",), "batches", optional=("batch_size",)),
+    declare(label_purity_median, ("label_purity",), "batches",
+            optional=("batch_size", "output_label_purity")),
     declare(data_time_share, ("t_data", "t_forward", "t_backward", "t_step"), "timing"),
     declare(pad_attention_median, ("pad_attention",), "padding"),
     declare(pad_sensitivity_max, ("pad_sensitivity",), "padding"),

@@ -33,3 +33,8 @@ LOSS_ROSE = 1.5
 # turns by ~1/t^2 per step (0.01 by step 10), while fresh minibatch gradients turn by
 # 0.22 or more in every healthy run.  The diagnosis and the live alert read this one.
 ACCUMULATING_TURN = 0.05
+
+# A label mix read from fewer samples than this says little: of batches of 8 drawn
+# from 3 balanced classes, one in 17 is three-quarters one class; of batches of 16, one
+# in 440.  The share of a batch's main class is read from 16 samples or more.
+LABEL_MIX_MIN_SAMPLES = 16

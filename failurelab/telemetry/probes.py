@@ -14,6 +14,8 @@ from typing import NamedTuple
 
 import torch
 
+from ..evidence.thresholds import LABEL_MIX_MIN_SAMPLES
+
 F32 = torch.float32
 LONG_ROW = 2**16  # entries: beyond this, memory traffic costs more than torch calls
 FEW_CLASSES = 32  # fewer classes than this: reduce them in a classes-first copy
@@ -367,6 +369,29 @@ def soft_target_shares(grads: torch.Tensor, tol: float = 1e-2,
     soft = (flags(torch.gt, rows.negatives, 1) * rows.with_grad).sum(1)
     return torch.where(rows.softmax_like & (with_grad > 0), soft / with_grad.clamp(min=1),
                        float("nan"))
+
+
+def label_purities(grads: torch.Tensor, tol: float = 1e-2,
+                   rows: GradientRows | None = None) -> torch.Tensor:
+    """(k, B, C) gradients that reached a classifier's logits → (k,): the share of each
+    step's batch taken by its most common label, read from the gradient itself (a hard
+    label makes only its own entry of a softmax cross-entropy's row negative, see
+    `soft_target_shares`), over the rows with exactly one negative entry.  A loop that
+    records no labels still shows batches of one class (data stored sorted and not
+    shuffled) this way.  NaN where the gradient is not a softmax cross-entropy's, for
+    an output with more than one row per sample (tokens: their labels are words, not
+    the batch's classes), or with fewer than LABEL_MIX_MIN_SAMPLES rows of a hard
+    label."""
+    rows = gradient_rows(grads, tol) if rows is None else rows
+    k = grads.shape[0]
+    if rows is None or grads.dim() != 3:
+        return torch.full((k,), float("nan"), device=grads.device)
+    hard = flags(torch.eq, rows.negatives, 1) * rows.with_grad  # (k, B)
+    labels = rows.g.argmin(1)  # (k, B): the negative entry's class
+    counts = torch.zeros(k, rows.g.shape[1], device=grads.device).scatter_add_(1, labels, hard)
+    n = hard.sum(1)
+    read = rows.softmax_like & (n >= LABEL_MIX_MIN_SAMPLES)
+    return torch.where(read, counts.amax(1) / n.clamp(min=1), float("nan"))
 
 
 def implied_losses(outputs: torch.Tensor, rows: GradientRows | None) -> torch.Tensor:
