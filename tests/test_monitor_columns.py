@@ -1097,6 +1097,68 @@ def test_a_loop_over_class_sorted_data_shows_one_class_batches_without_recording
     assert label_mix(X, y) < 0.6  # 32 of 3 balanced classes dealt at random: ~0.4
 
 
+class _Standardise(nn.Module):
+    """x -> (x - mean) / std with statistics fixed at construction (Keras' Normalization)."""
+
+    def __init__(self, data):
+        super().__init__()
+        self.register_buffer("mean", data.mean(0))
+        self.register_buffer("std", data.std(0))
+
+    def forward(self, x):
+        return (x - self.mean) / self.std
+
+
+def test_the_input_spread_is_the_one_the_first_weight_layer_sees():
+    """Features in their own units (1e-3 next to 1e3) standardised by the model itself
+    reach its first Linear layer within a few times of each other: the spread read is
+    that one.  Fed to the layer as given (or through a view of the same memory), the
+    layer's input is the model's: nothing more is recorded and the model's spread
+    stands."""
+    torch.manual_seed(0)
+    X = torch.randn(512, 4) * torch.tensor([1e-3, 1.0, 10.0, 1e3])
+    y = torch.randint(0, 3, (512,))
+
+    def spreads(model):
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        with fl.Monitor(model, opt, preset="full") as monitor:
+            for i in range(16):
+                xb, yb = X[i * 32:(i + 1) * 32], y[i * 32:(i + 1) * 32]
+                opt.zero_grad()
+                loss = nn.functional.cross_entropy(model(xb), yb)
+                loss.backward()
+                opt.step()
+                monitor.record(loss)
+        h = monitor.history
+        return h, measure(h, ["input_scale_spread"])["input_scale_spread"]
+
+    def mlp():
+        return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    inside, seen = spreads(nn.Sequential(_Standardise(X), mlp()))
+    assert inside["input_std_ratio"].min() > 1e5  # the model's input: raw units
+    assert seen == pytest.approx(inside["first_layer_std_ratio"].median()) and seen < 3
+    raw, spread = spreads(mlp())
+    assert raw["first_layer_std_ratio"].isna().all() and spread > 1e5
+    flat, spread = spreads(nn.Sequential(nn.Flatten(), mlp()))  # a view: the same data
+    assert flat["first_layer_std_ratio"].isna().all() and spread > 1e5
+    # a BatchNorm in front is a normalisation, not the first layer with weights
+    _, spread = spreads(nn.Sequential(nn.BatchNorm1d(4), mlp()))
+    assert spread < 10
+    # a recurrent layer first reads the data as given: its Linear head, which runs
+    # first among the Linear layers, is not where the features enter
+    recurrent, spread = spreads(_Recurrent())
+    assert recurrent["first_layer_std_ratio"].isna().all() and spread > 1e5
+
+
+class _Recurrent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru, self.head = nn.GRU(4, 8, batch_first=True), nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.head(self.gru(x.unsqueeze(1))[0][:, -1])
+
+
 def test_the_losses_an_output_implies_match_a_plain_and_a_doubled_softmax():
     """At the labels the gradient shows, the output's own cross-entropy is a plain mean
     cross-entropy's loss, and the cross-entropy of softmax(softmax(output)) is the loss

@@ -6,6 +6,7 @@ unmonitored one, that one warning names the instrument, and that the history say
 which columns stopped when while the others kept recording."""
 
 import math
+import sys
 import warnings
 
 import numpy as np
@@ -86,6 +87,10 @@ def _sig_only(instrument):
     return instrument.name == "activations/sig"
 
 
+def _model_input_only(instrument):  # not the first-layer instrument built on the same class
+    return type(instrument) is instruments.Inputs
+
+
 # (what fails, how, which instrument must stop, a column of it, the step its NaN starts)
 CASES = {  # hooks fail from FAIL_AT on: they lose the pending chunk (from CHUNK_STEPS)
     "optimizer pre-hook copy": (buffers.ChainBuffers, "before_step", FAIL_AT, None,
@@ -94,11 +99,11 @@ CASES = {  # hooks fail from FAIL_AT on: they lose the pending chunk (from CHUNK
                                 "gradients and weights", "update_ratio", CHUNK_STEPS),
     "gradient statistics": (instruments.Parameters, "compute", 1, None,
                             "gradients and weights", "grad_norm/out.weight", CHUNK_STEPS),
-    "model forward hook": (instruments.Inputs, "see", FAIL_AT, None, "inputs", "input_absmax",
-                           CHUNK_STEPS),
-    "input copy at record": (instruments.Inputs, "take", FAIL_AT, None, "inputs",
+    "model forward hook": (instruments.Inputs, "see", FAIL_AT, _model_input_only, "inputs",
+                           "input_absmax", CHUNK_STEPS),
+    "input copy at record": (instruments.Inputs, "take", FAIL_AT, _model_input_only, "inputs",
                              "batch_size", CHUNK_STEPS),
-    "input statistics": (instruments.Inputs, "compute", 1, None, "inputs",
+    "input statistics": (instruments.Inputs, "compute", 1, _model_input_only, "inputs",
                          "input_std_ratio", CHUNK_STEPS),
     "output gradient hook (in backward)": (instruments.Outputs, "keep_grad", FAIL_AT, None,
                                            "outputs", "output_grad_min", CHUNK_STEPS),
@@ -145,6 +150,29 @@ def test_a_failing_instrument_is_switched_off_and_the_loop_is_untouched(case, mo
     others = [c for c in ("grad_norm", "input_absmax", "output_std", "act_mean/sig",
                           "dead_frac/relu") if c not in mon.stopped[name]["columns"]]
     assert h[others].iloc[1:].notna().all().all()  # the rest kept recording
+
+
+class Standardised(Net):
+    """Net behind a standardisation of its own input: its first layer reads other data."""
+
+    def forward(self, x):
+        return super().forward((x - 1.0) / 2.0)
+
+
+@pytest.mark.parametrize("method, after", [("see", FAIL_AT), ("compute", 1)])
+def test_a_failing_first_layer_input_stops_only_itself(method, after, monkeypatch):
+    owner = instruments.FirstLayerInputs
+    monkeypatch.setattr(owner, method, _failing(getattr(owner, method), after))
+    monkeypatch.setattr(sys.modules[__name__], "Net", Standardised)
+    plain_losses, plain_weights, _ = _loop()
+    with pytest.warns(MonitorWarning, match="'first layer input'"):
+        losses, weights, mon = _loop(fl.Monitor)
+        h = mon.history
+    assert torch.equal(losses, plain_losses) and torch.equal(weights, plain_weights)
+    assert list(mon.stopped) == ["first layer input"]
+    assert h["first_layer_std_ratio"].iloc[CHUNK_STEPS:].isna().all()
+    assert h["first_layer_std_ratio"].iloc[:CHUNK_STEPS].notna().all()
+    assert h[["input_std_ratio", "output_std"]].notna().all().all()
 
 
 def test_a_failing_probe_function_stops_only_its_instrument(monkeypatch):

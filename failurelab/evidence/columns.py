@@ -54,8 +54,11 @@ GROUPS: tuple[ColumnGroup, ...] = (
     ColumnGroup("layers", MONITOR, ("grad_norm/", "weight_norm/", "update_ratio/"),
                 "the same norms per parameter tensor"),
     ColumnGroup("input statistics", MONITOR,
-                ("input_absmax", "input_std_ratio", "input_nonfinite", "batch_size"),
-                "the model's input batch: largest abs(x), feature-std spread, NaN/Inf, size"),
+                ("input_absmax", "input_std_ratio", "input_nonfinite", "batch_size",
+                 "first_layer_std_ratio"),
+                "the model's input batch: largest abs(x), feature-std spread, NaN/Inf, size; "
+                "the feature-std spread of the first weighted layer's input where the model "
+                "transforms its input before it"),
     ColumnGroup("output gradient", MONITOR,
                 ("output_grad_zero_frac", "output_grad_min", "output_std", "output_prob_frac",
                  "output_logprob_frac", "output_nonfinite", "loss_weight", "output_backwards",

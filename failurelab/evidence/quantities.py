@@ -539,10 +539,17 @@ def input_magnitude(h):
 def input_scale_spread(h):
     """Median ratio of the largest to the smallest per-feature std in a batch (1 for
     token ids, which have no feature scales to mismatch), over the batches of at least
-    SPREAD_BATCH samples; NaN when there are none (see SPREAD_BATCH)."""
+    SPREAD_BATCH samples; NaN when there are none (see SPREAD_BATCH).  The spread that
+    does harm is the one the weights see: where the model transforms its input before
+    its first layer with weights (a normalisation layer in front), a batch reads the
+    smaller of the two (`first_layer_std_ratio`)."""
     if input_is_tokens(h) == 1.0:
         return 1.0
     ratio = _column(h, "input_std_ratio")
+    seen = _column(h, "first_layer_std_ratio")
+    if ratio is not None and seen is not None:
+        ratio = pd.Series(np.fmin(ratio.to_numpy(dtype=float), seen.to_numpy(dtype=float)),
+                          index=ratio.index)
     sizes = _column(h, "batch_size")
     if ratio is not None and sizes is not None:
         ratio = ratio[sizes.to_numpy(dtype=float) >= SPREAD_BATCH]
@@ -1210,7 +1217,7 @@ DECLARED = (
     declare(input_absmax, ("input_absmax",), "inputs"),
     declare(input_magnitude, ("input_absmax", "input_std_ratio"), "inputs"),
     declare(input_scale_spread, ("input_absmax", "input_std_ratio"), "inputs",
-            optional=("batch_size",)),
+            optional=("batch_size", "first_layer_std_ratio")),
     declare(eval_input_shift, ("eval_input_shift",), "eval_inputs"),
     declare(batch_size_median, ("batch_size",), "batches"),
     declare(input_is_tokens, ("input_absmax", "input_std_ratio"), "inputs", binary=True),

@@ -36,6 +36,11 @@ _ACTIVATION_KINDS = {torch.nn.Sigmoid: "sigmoid", torch.nn.Tanh: "tanh",
 # Layers whose input, in a model that writes its activations as functions (`F.relu(x)`,
 # `torch.sigmoid(x)`, `x.tanh()`), is the previous activation's output.
 WEIGHT_LAYERS = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+# layers that standardise what passes through them: their weights rescale features that
+# are already on one scale, so the layer after one sees what the scale does
+NORMALISATIONS = tuple(getattr(torch.nn, n) for n in (
+    "LayerNorm", "GroupNorm", "RMSNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d")
+    if hasattr(torch.nn, n))
 _PROBABILITY_ROWS = 1e-3  # rows summing to 1 within this are a softmax's, not sigmoids'
 
 
@@ -261,6 +266,7 @@ class Inputs(Instrument):
     name = "inputs"
     columns = ("input_absmax", "input_std_ratio", "input_nonfinite", "batch_size")
     current: torch.Tensor | ReducedBatch | None = None  # the latest forward's input
+    given: torch.Tensor | None = None  # ...as the loop passed it (not a copy), until taken
 
     def __init__(self):
         self.earlier: list = []  # this step's previous micro-batches, copied or reduced
@@ -268,7 +274,7 @@ class Inputs(Instrument):
     def see(self, seen) -> None:
         """Copy (or reduce) the input as the forward sees it (a loop may refill one
         input buffer in place every step); the evaluation-input instrument reuses it."""
-        x = model_input(*seen)
+        x = self.given = model_input(*seen)
         if x is not None and x.numel() == 0:
             return  # an empty batch (0 rows): nothing to read, its row stays NaN
         if x is not None:
@@ -282,6 +288,7 @@ class Inputs(Instrument):
 
     def take(self, unbatched: bool):
         x, earlier, self.current, self.earlier = self.current, self.earlier, None, []
+        self.given = None
         if x is None:
             return None
         if isinstance(x, ReducedBatch):
@@ -314,7 +321,7 @@ class Inputs(Instrument):
                     bad[i] = probes.nonfinite_count(x)
             elif floating and not (math.isfinite(a) and math.isfinite(ratios[i])):
                 ratios[i], bad[i] = probes.std_ratio(x), probes.nonfinite_count(x)
-        out.update(zip(self.columns, (absmax, ratios, bad, [batch] * len(xs)), strict=True))
+        out.update(zip(Inputs.columns, (absmax, ratios, bad, [batch] * len(xs)), strict=True))
         return out
 
     def _compute_reduced(self, xs: list[ReducedBatch]) -> dict:
@@ -322,17 +329,59 @@ class Inputs(Instrument):
         absmax = torch.stack([x.absmax for x in xs]).tolist()
         batch = xs[0].shape[0]
         if xs[0].sums is None:  # integer inputs (token ids): no scale to compare
-            return dict(zip(self.columns, (absmax, [_NAN] * len(xs), [0] * len(xs),
+            return dict(zip(Inputs.columns, (absmax, [_NAN] * len(xs), [0] * len(xs),
                                            [batch] * len(xs)), strict=True))
         sums = torch.stack([x.sums for x in xs])  # (k, 3, F)
         entries = xs[0].shape.numel()
         bad = [int(entries - c) for c in sums[:, 2].sum(1).tolist()]
         ratios = [probes.spread_ratio(s) if batch >= 2 else _NAN for s in sums]
-        out = dict(zip(self.columns, (absmax, ratios, bad, [batch] * len(xs)), strict=True))
+        out = dict(zip(Inputs.columns, (absmax, ratios, bad, [batch] * len(xs)), strict=True))
         if self.partials:
             out["_in_fsum"], out["_in_fsq"], out["_in_fn"] = (list(sums[:, i].numpy())
                                                               for i in range(3))
         return out
+
+
+class FirstLayerInputs(Inputs):
+    """The features the model's weights first see: the input of the first layer with
+    weights of its own (`holds_weights`) that a training forward runs, where it is not
+    the model's input itself (a model that standardises its own input, a normalisation
+    layer in front).  Its one column
+    is the per-feature std spread (`input_std_ratio`'s); NaN where that layer reads the
+    model's input as given (the same data: `input_std_ratio` says it already), or no
+    weight layer ran."""
+
+    name = "first layer input"
+    columns = ("first_layer_std_ratio",)
+
+    def see(self, seen, given: torch.Tensor | None = None) -> None:
+        x = model_input(*seen)
+        if x is None or (given is not None and _same_data(x, given)):
+            return
+        super().see(seen)
+        self.given = None  # not needed: the model's input is `Inputs.given`
+
+    def compute(self, xs):
+        if xs[0] is None or isinstance(xs[0], ReducedBatch) and xs[0].sums is None:
+            return {}
+        if not isinstance(xs[0], ReducedBatch) and not xs[0].is_floating_point():
+            return {}
+        return {"first_layer_std_ratio": super().compute(xs)["input_std_ratio"]}
+
+
+def holds_weights(module: torch.nn.Module) -> bool:
+    """Does this module multiply what it is given by weights of its own (Linear, Conv,
+    recurrent, attention, embedding, a custom layer with parameters), unlike a
+    normalisation layer's scale and shift?"""
+    return (next(module.parameters(recurse=False), None) is not None
+            and not isinstance(module, NORMALISATIONS) and not private.is_batchnorm(module))
+
+
+def _same_data(x: torch.Tensor, given: torch.Tensor) -> bool:
+    """Does `x` hold the same entries as the model's input (the tensor itself, or a view
+    of the same memory, e.g. flattened)?"""
+    return x is given or (x.data_ptr() == given.data_ptr() and x.numel() == given.numel()
+                          and x.dtype == given.dtype)
 
 
 @dataclass(slots=True, frozen=True)

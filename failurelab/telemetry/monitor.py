@@ -213,6 +213,7 @@ class Monitor:
             self._handles.append(model.register_forward_pre_hook(_Hook(self._see_input),
                                                                  with_kwargs=True))
             self._forward_hooks.append((model.register_forward_hook, _Hook(self._see_output)))
+            self._hook_first_layer(model)
         if "activations" in groups:
             self._hook_activations(model)
         self._all = [self._parameters, *self._hooked]
@@ -279,6 +280,8 @@ class Monitor:
             for handle in self._forward_handles:
                 handle.remove()
             self._forward_handles = []
+            if getattr(self, "_finders", None):
+                self._keep_first_layer()
 
     def _arm_watch(self, on: bool) -> None:
         """Attach the hook of `grad_carried` for a step whose gradients are read (every
@@ -314,6 +317,39 @@ class Monitor:
                 self._hooked.append(instrument)
                 self._forward_hooks.append((module.register_forward_pre_hook,
                                             _Hook(self._input_saver(instrument))))
+
+    def _hook_first_layer(self, model: nn.Module) -> None:
+        """The input of every layer with weights of its own, until a training forward
+        shows which of them runs first; from then on only that one's
+        (`_keep_first_layer`)."""
+        self._first_layer: nn.Module | None = None
+        self._first_inputs = ins.FirstLayerInputs()
+        self._hooked.append(self._first_inputs)
+        self._finders = {module: (module.register_forward_pre_hook,
+                                  _Hook(self._first_layer_saver(module)))
+                         for module in model.modules() if ins.holds_weights(module)}
+        self._forward_hooks += self._finders.values()
+
+    def _first_layer_saver(self, module: nn.Module):
+        def save(layer, args) -> None:
+            if not args or not torch.is_grad_enabled() or self._paused or self._recomputing:
+                return
+            if self._first_layer is None:
+                self._first_layer = module
+            if module is self._first_layer:
+                given = self._inputs.given if self._inputs is not None else None
+                self._contained(self._first_inputs, (args, {}), given)
+        return save
+
+    def _keep_first_layer(self) -> None:
+        """Once the first weight layer is known, the other layers' hooks go (each would
+        cost a call in every observed forward)."""
+        if self._first_layer is None or not self._finders:
+            return
+        first = self._finders.get(self._first_layer)
+        others = {id(h) for h in self._finders.values() if h is not first}
+        self._forward_hooks = [h for h in self._forward_hooks if id(h) not in others]
+        self._finders = {}
 
     def _new_forward(self, module, args) -> None:
         self._layers_run = 0
