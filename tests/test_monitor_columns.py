@@ -1150,6 +1150,24 @@ def test_the_input_spread_is_the_one_the_first_weight_layer_sees():
     assert recurrent["first_layer_std_ratio"].isna().all() and spread > 1e5
 
 
+def test_only_the_first_weighted_layer_keeps_its_input_hook():
+    """Every layer with weights is hooked until a training forward shows which runs
+    first; then only that one's hook stays, also on a schedule that reads every step."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.BatchNorm1d(4), nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with fl.Monitor(model, opt, preset="full", forward_every=1) as monitor:
+        for _ in range(4):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(torch.randn(32, 4)),
+                                               torch.randint(0, 3, (32,)))
+            loss.backward()
+            opt.step()
+            monitor.record(loss)
+            assert [len(m._forward_pre_hooks) for m in model] == [0, 1, 0, 0]
+    assert monitor.history["first_layer_std_ratio"].notna().all()
+
+
 class _Recurrent(nn.Module):
     def __init__(self):
         super().__init__()

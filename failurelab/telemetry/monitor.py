@@ -202,6 +202,7 @@ class Monitor:
         # the forward hooks of the schedule's steps: (register, hook), attached by `_arm`
         self._forward_hooks: list[tuple] = []
         self._forward_handles: list = []
+        self._finders: dict = {}  # layer -> its hook, until the first weighted layer is known
         if "inputs" in groups:
             self._inputs = ins.Inputs()
             self._outputs = ins.Outputs(self._stop, (self._params[0], self._params[-1]))
@@ -280,8 +281,6 @@ class Monitor:
             for handle in self._forward_handles:
                 handle.remove()
             self._forward_handles = []
-            if getattr(self, "_finders", None):
-                self._keep_first_layer()
 
     def _arm_watch(self, on: bool) -> None:
         """Attach the hook of `grad_carried` for a step whose gradients are read (every
@@ -342,12 +341,20 @@ class Monitor:
         return save
 
     def _keep_first_layer(self) -> None:
-        """Once the first weight layer is known, the other layers' hooks go (each would
+        """Once the first weighted layer is known, the other layers' hooks go (each would
         cost a call in every observed forward)."""
         if self._first_layer is None or not self._finders:
             return
         first = self._finders.get(self._first_layer)
         others = {id(h) for h in self._finders.values() if h is not first}
+        if self._forward_on:  # attached now (a schedule that reads every step): detach them
+            kept = []
+            for hook, handle in zip(self._forward_hooks, self._forward_handles, strict=True):
+                if id(hook) in others:
+                    handle.remove()
+                else:
+                    kept.append(handle)
+            self._forward_handles = kept
         self._forward_hooks = [h for h in self._forward_hooks if id(h) not in others]
         self._finders = {}
 
@@ -538,6 +545,12 @@ class Monitor:
         self._quick = quiet and self._quickable and not self._closed
         if quiet:
             self._quiet_until = self._count - self._count % self._interval + self._interval - 1
+        if self._finders and self._first_layer is not None:
+            try:
+                self._keep_first_layer()
+            except Exception as exc:  # noqa: BLE001 - never fail in the user's record
+                self._finders = {}
+                self._stop(self._first_inputs, exc)
         if self._forward_hooks:
             self._arm(not self._count % self._forward_every)
         self._arm_watch(not self._count % self._interval)
