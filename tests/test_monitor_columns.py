@@ -1073,6 +1073,21 @@ def test_the_labels_a_cross_entropy_gradient_names_give_the_batch_label_mix():
                              tokens))
 
 
+def _classifier_history(model, X, y, steps: int, lr: float, batch: int = 32):
+    """A plain cross-entropy loop over X, y in order, batch by batch, under a full
+    Monitor that records only the loss: its history."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    with fl.Monitor(model, opt, preset="full") as monitor:
+        for i in range(steps):
+            xb, yb = X[i * batch:(i + 1) * batch], y[i * batch:(i + 1) * batch]
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(xb), yb)
+            loss.backward()
+            opt.step()
+            monitor.record(loss)
+    return monitor.history
+
+
 def test_a_loop_over_class_sorted_data_shows_one_class_batches_without_recording_labels():
     """The classic unshuffled loader: a plain Monitor (no labels recorded) reads each
     batch as one class, and the same samples dealt at random as mixed."""
@@ -1082,17 +1097,9 @@ def test_a_loop_over_class_sorted_data_shows_one_class_batches_without_recording
 
     def label_mix(X, y):
         model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        monitor = fl.Monitor(model, opt, preset="full")
-        for i in range(30):
-            xb, yb = X[i * 32:(i + 1) * 32], y[i * 32:(i + 1) * 32]
-            opt.zero_grad()
-            loss = nn.functional.cross_entropy(model(xb), yb)
-            loss.backward()
-            opt.step()
-            monitor.record(loss=loss)
-        assert "label_purity" not in monitor.history
-        return measure(monitor.history, ["label_purity_median"])["label_purity_median"]
+        h = _classifier_history(model, X, y, steps=30, lr=0.1)
+        assert "label_purity" not in h
+        return measure(h, ["label_purity_median"])["label_purity_median"]
     assert label_mix(X[order], y[order]) == 1.0
     assert label_mix(X, y) < 0.6  # 32 of 3 balanced classes dealt at random: ~0.4
 
@@ -1120,16 +1127,7 @@ def test_the_input_spread_is_the_one_the_first_weight_layer_sees():
     y = torch.randint(0, 3, (512,))
 
     def spreads(model):
-        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-        with fl.Monitor(model, opt, preset="full") as monitor:
-            for i in range(16):
-                xb, yb = X[i * 32:(i + 1) * 32], y[i * 32:(i + 1) * 32]
-                opt.zero_grad()
-                loss = nn.functional.cross_entropy(model(xb), yb)
-                loss.backward()
-                opt.step()
-                monitor.record(loss)
-        h = monitor.history
+        h = _classifier_history(model, X, y, steps=16, lr=1e-3)
         return h, measure(h, ["input_scale_spread"])["input_scale_spread"]
 
     def mlp():

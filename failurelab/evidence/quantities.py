@@ -548,8 +548,7 @@ def input_scale_spread(h):
     ratio = _column(h, "input_std_ratio")
     seen = _column(h, "first_layer_std_ratio")
     if ratio is not None and seen is not None:
-        ratio = pd.Series(np.fmin(ratio.to_numpy(dtype=float), seen.to_numpy(dtype=float)),
-                          index=ratio.index)
+        ratio = np.fmin(ratio, seen)  # NaN where neither was read
     sizes = _column(h, "batch_size")
     if ratio is not None and sizes is not None:
         ratio = ratio[sizes.to_numpy(dtype=float) >= SPREAD_BATCH]

@@ -346,10 +346,9 @@ class FirstLayerInputs(Inputs):
     """The features the model's weights first see: the input of the first layer with
     weights of its own (`holds_weights`) that a training forward runs, where it is not
     the model's input itself (a model that standardises its own input, a normalisation
-    layer in front).  Its one column
-    is the per-feature std spread (`input_std_ratio`'s); NaN where that layer reads the
-    model's input as given (the same data: `input_std_ratio` says it already), or no
-    weight layer ran."""
+    layer in front).  Its one column is the per-feature std spread (`input_std_ratio`'s);
+    NaN where that layer reads the model's input as given (the same data:
+    `input_std_ratio` says it already), or no weight layer ran."""
 
     name = "first layer input"
     columns = ("first_layer_std_ratio",)

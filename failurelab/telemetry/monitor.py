@@ -331,7 +331,7 @@ class Monitor:
 
     def _first_layer_saver(self, module: nn.Module):
         def save(layer, args) -> None:
-            if not args or not torch.is_grad_enabled() or self._paused or self._recomputing:
+            if not args or not self._training_forward():
                 return
             if self._first_layer is None:
                 self._first_layer = module
@@ -343,8 +343,6 @@ class Monitor:
     def _keep_first_layer(self) -> None:
         """Once the first weighted layer is known, the other layers' hooks go (each would
         cost a call in every observed forward)."""
-        if self._first_layer is None or not self._finders:
-            return
         first = self._finders.get(self._first_layer)
         others = {id(h) for h in self._finders.values() if h is not first}
         if self._forward_on:  # attached now (a schedule that reads every step): detach them
@@ -516,8 +514,13 @@ class Monitor:
     def _guarded(self, instrument: ins.Instrument, seen, *more) -> None:
         """Hand a forward tensor to an instrument; only forward passes that build a
         graph count."""
-        if torch.is_grad_enabled() and not self._paused and not self._recomputing:
+        if self._training_forward():
             self._contained(instrument, seen, *more)
+
+    def _training_forward(self) -> bool:
+        """Is the forward now running one the instruments read: it builds a graph, and it
+        is neither a closure's re-evaluation nor a checkpoint's recomputation?"""
+        return torch.is_grad_enabled() and not self._paused and not self._recomputing
 
     def _contained(self, instrument: ins.Instrument, *seen) -> None:
         """`instrument.see(*seen)`, unless it was switched off; no failure reaches the
