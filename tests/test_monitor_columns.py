@@ -1047,7 +1047,7 @@ def test_the_labels_a_cross_entropy_gradient_names_give_the_batch_label_mix():
     one counted from the labels, with or without class weights and ignored rows; NaN
     for a regression, for token outputs and for too few labelled rows."""
     from failurelab.evidence.thresholds import LABEL_MIX_MIN_SAMPLES
-    from failurelab.telemetry.probes import label_purities
+    from failurelab.telemetry.probes import label_mixes, label_purities
 
     torch.manual_seed(0)
     logits = torch.randn(64, 5)
@@ -1059,7 +1059,7 @@ def test_the_labels_a_cross_entropy_gradient_names_give_the_batch_label_mix():
     def purity(loss_of, z0=logits):
         z = z0.clone().requires_grad_()
         (g,) = torch.autograd.grad(loss_of(z), z)
-        return label_purities(g[None]).item()
+        return label_purities(label_mixes(g[None]), 1).item()
     ce = nn.functional.cross_entropy
     assert purity(lambda z: ce(z, y)) == pytest.approx(truth)
     assert purity(lambda z: ce(z, y, weight=torch.rand(5) + 0.1, reduction="sum")) == (
@@ -1071,6 +1071,59 @@ def test_the_labels_a_cross_entropy_gradient_names_give_the_batch_label_mix():
     tokens = torch.randn(4, 16, 5)
     assert math.isnan(purity(lambda z: ce(z.transpose(1, 2), torch.zeros(4, 16, dtype=torch.long)),
                              tokens))
+
+
+def test_a_binary_cross_entropy_on_one_logit_gives_the_batch_label_mix():
+    """One logit per sample under BCEWithLogitsLoss (mean or sum): the gradient is
+    w (sigmoid(z) - y), negative exactly at the positives, so the main class's share
+    equals the counted one.  An MSE on the same outputs, a BCE with a pos_weight (the
+    two classes weighed differently) and too few rows read NaN: a miss, never a wrong
+    mix."""
+    from failurelab.evidence.thresholds import LABEL_MIX_MIN_SAMPLES
+    from failurelab.telemetry.probes import binary_label_mixes, label_purities
+
+    torch.manual_seed(0)
+    logits = torch.randn(64, 1)
+    y = (torch.rand(64, 1) < 0.3).float()
+    truth = max(y.mean().item(), 1 - y.mean().item())
+    bce = nn.functional.binary_cross_entropy_with_logits
+
+    def purity(loss_of, z0=logits):
+        z = z0.clone().requires_grad_()
+        (g,) = torch.autograd.grad(loss_of(z), z)
+        return label_purities(binary_label_mixes(z.detach()[None], g[None]), 1).item()
+    assert purity(lambda z: bce(z, y)) == pytest.approx(truth)
+    assert purity(lambda z: bce(z, y, reduction="sum")) == pytest.approx(truth)
+    assert purity(lambda z: bce(z, y[:, 0]), logits[:, 0]) == pytest.approx(truth)
+    assert math.isnan(purity(lambda z: (z - y).square().mean()))
+    assert math.isnan(purity(lambda z: bce(z, y, pos_weight=torch.tensor([3.0]))))
+    few = LABEL_MIX_MIN_SAMPLES - 1
+    assert math.isnan(purity(lambda z: bce(z, y[:few]), logits[:few]))
+
+
+def test_a_binary_classifier_over_sorted_data_shows_one_class_batches():
+    """The unshuffled loader again, for a one-logit binary classifier: a plain Monitor
+    reads each sorted batch as one class and the same samples dealt at random as
+    mixed."""
+    torch.manual_seed(0)
+    X = torch.randn(640, 8)
+    y = (X[:, 0] > 0).float()
+    order = y.argsort()
+
+    def label_mix(X, y):
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with fl.Monitor(model, opt, preset="full") as monitor:
+            for i in range(20):
+                xb, yb = X[i * 32:(i + 1) * 32], y[i * 32:(i + 1) * 32]
+                opt.zero_grad()
+                loss = nn.functional.binary_cross_entropy_with_logits(model(xb)[:, 0], yb)
+                loss.backward()
+                opt.step()
+                monitor.record(loss)
+        return measure(monitor.history, ["label_purity_median"])["label_purity_median"]
+    assert label_mix(X[order], y[order]) == 1.0
+    assert label_mix(X, y) < 0.75  # 32 of two balanced classes dealt at random: ~0.56
 
 
 def _classifier_history(model, X, y, steps: int, lr: float, batch: int = 32):

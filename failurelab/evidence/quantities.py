@@ -920,7 +920,8 @@ def label_purity_median(h):
     """Median share of a batch taken by its most common label (1 = one class only);
     NaN for batches under LABEL_MIX_MIN_SAMPLES samples, whose label mix says little.
     Where the loop records no labels, the labels that a classifier's cross-entropy
-    gradient names (`output_label_purity`, over the samples it names one for) stand in."""
+    gradient names (`output_label_purity`: a softmax's or a single logit's binary
+    cross-entropy, over the samples it names one for) stand in."""
     sizes = _column(h, "batch_size")
     if sizes is not None and _median(sizes) < LABEL_MIX_MIN_SAMPLES:
         return NAN

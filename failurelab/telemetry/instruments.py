@@ -508,6 +508,17 @@ class Outputs(Instrument):
         return (None if out is None else (out.shape, out.dtype),
                 None if grad is None else (grad.shape, grad.dtype))
 
+    @staticmethod
+    def _label_mixes(outputs, grads, rows):
+        """The label counts the output gradient names (a softmax's rows, else a single
+        logit's binary cross-entropy), or None."""
+        if grads is None:
+            return None
+        mixes = probes.label_mixes(grads, rows)
+        if mixes is None and outputs is not None:
+            mixes = probes.binary_label_mixes(outputs, grads)
+        return mixes
+
     def compute(self, payloads):
         outs = [p[0] for p in payloads]
         grads = [p[1] for p in payloads]
@@ -530,8 +541,8 @@ class Outputs(Instrument):
             tables.append(nan[:, :1])
         tables.append(probes.soft_target_shares(stacked_grads, rows=by_row).unsqueeze(1)
                       if stacked_grads is not None else nan[:, :1])
-        tables.append(probes.label_purities(stacked_grads, rows=by_row).unsqueeze(1)
-                      if stacked_grads is not None else nan[:, :1])
+        mixes = self._label_mixes(stacked, stacked_grads, by_row)
+        tables.append(probes.label_purities(mixes, k, nan.device).unsqueeze(1))
         tables.append(probes.implied_losses(stacked, by_row) if stacked is not None else nan)
         tables.append(probes.target_shares(stacked, stacked_grads).to(nan.dtype).unsqueeze(1)
                       if stacked is not None and stacked_grads is not None else nan[:, :1])

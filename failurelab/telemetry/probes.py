@@ -371,27 +371,59 @@ def soft_target_shares(grads: torch.Tensor, tol: float = 1e-2,
                        float("nan"))
 
 
-def label_purities(grads: torch.Tensor, tol: float = 1e-2,
-                   rows: GradientRows | None = None) -> torch.Tensor:
-    """(k, B, C) gradients that reached a classifier's logits → (k,): the share of each
-    step's batch taken by its most common label, read from the gradient itself (a hard
-    label makes only its own entry of a softmax cross-entropy's row negative, see
-    `soft_target_shares`), over the rows with exactly one negative entry.  A loop that
-    records no labels still shows batches of one class (data stored sorted and not
-    shuffled) this way.  NaN where the gradient is not a softmax cross-entropy's, for
+def label_mixes(grads: torch.Tensor, rows: GradientRows | None = None,
+                tol: float = 1e-2) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(k, B, C) gradients that reached a classifier's logits → each step's label
+    counts (k, C), over the rows with exactly one negative entry (a hard label makes
+    only its own entry of a softmax cross-entropy's row negative, see
+    `soft_target_shares`), and a (k,) mask of the steps that can be read: a softmax
+    cross-entropy's gradient with at least LABEL_MIX_MIN_SAMPLES such rows.  None for
     an output with more than one row per sample (tokens: their labels are words, not
-    the batch's classes), or with fewer than LABEL_MIX_MIN_SAMPLES rows of a hard
-    label."""
+    the batch's classes) or without a class axis."""
     rows = gradient_rows(grads, tol) if rows is None else rows
-    k = grads.shape[0]
     if rows is None or grads.dim() != 3:
-        return torch.full((k,), float("nan"), device=grads.device)
+        return None
     hard = flags(torch.eq, rows.negatives, 1) * rows.with_grad  # (k, B)
     labels = rows.g.argmin(1)  # (k, B): the negative entry's class
-    counts = torch.zeros(k, rows.g.shape[1], device=grads.device).scatter_add_(1, labels, hard)
-    n = hard.sum(1)
-    read = rows.softmax_like & (n >= LABEL_MIX_MIN_SAMPLES)
-    return torch.where(read, counts.amax(1) / n.clamp(min=1), float("nan"))
+    counts = torch.zeros(grads.shape[0], rows.g.shape[1],
+                         device=grads.device).scatter_add_(1, labels, hard)
+    return counts, rows.softmax_like & (hard.sum(1) >= LABEL_MIX_MIN_SAMPLES)
+
+
+def binary_label_mixes(outputs: torch.Tensor, grads: torch.Tensor,
+                       tol: float = 1e-2) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(k, B) or (k, B, 1) logits of a binary classifier and their gradients → label
+    counts (k, 2) and the (k,) mask of steps read, as `label_mixes`; None for another
+    shape.  A binary cross-entropy on logits (`BCEWithLogitsLoss`, mean or sum) has
+    gradient w (sigmoid(z) - y): negative exactly where y = 1, and the same w on every
+    row.  A step is read when every row that is not already fitted (|sigmoid(z) - y|
+    over 0.01) gives that w within `tol`: an MSE's gradient, 2 (z - t) / B, does not."""
+    if outputs.dim() == 3 and outputs.shape[-1] == 1:
+        outputs, grads = outputs[..., 0], grads[..., 0]
+    if outputs.dim() != 2 or grads.shape != outputs.shape:
+        return None
+    g = grads.to(F32)
+    y = flags(torch.lt, g, 0)  # a fitted row's gradient may round to 0: counted neither way
+    residual = torch.sigmoid(outputs.to(F32)) - y
+    fitted = residual.abs() <= 0.01
+    w = torch.where(fitted, torch.nan, g / torch.where(fitted, 1.0, residual))
+    centre = w.nanmedian(1, keepdim=True).values
+    off = ((w - centre).abs() > tol * centre.abs()) & ~fitted
+    live = (~fitted).sum(1)
+    read = (centre[:, 0] > 0) & ~off.any(1) & (live >= LABEL_MIX_MIN_SAMPLES)
+    ones = y.sum(1)
+    return torch.stack([flags(torch.gt, g, 0).sum(1), ones], dim=1), read
+
+
+def label_purities(mixes: tuple[torch.Tensor, torch.Tensor] | None, k: int,
+                   device=None) -> torch.Tensor:
+    """Each step's share of the batch taken by its most common label, from its label
+    counts (`label_mixes`): a loop that records no labels still shows batches of one
+    class (data stored sorted and not shuffled) this way.  NaN where no mix was read."""
+    if mixes is None:
+        return torch.full((k,), float("nan"), device=device)
+    counts, read = mixes
+    return torch.where(read, counts.amax(1) / counts.sum(1).clamp(min=1), float("nan"))
 
 
 def implied_losses(outputs: torch.Tensor, rows: GradientRows | None) -> torch.Tensor:
