@@ -98,6 +98,53 @@ def softmax_into_cross_entropy(seed=0):
     return loop(model, opt, nn.CrossEntropyLoss(), X, y, seed=seed)
 
 
+def many_classes_in_order(seed=0, shuffled=False):
+    """100 classes of 32 samples each, stored class by class, one pass in batches of 32
+    with Adam (the FGVC-Aircraft report's form; shuffled: the same samples dealt at
+    random once)."""
+    g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    y = torch.arange(100).repeat_interleave(32)
+    X = torch.randn(100, 64, generator=g)[y] + torch.randn(len(y), 64, generator=g)
+    if shuffled:
+        order = torch.randperm(len(y), generator=g)
+        X, y = X[order], y[order]
+    model = nn.Linear(64, 100)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    with fl.Monitor(model, opt) as mon:
+        for i in range(0, len(y), 32):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(X[i:i + 32]), y[i:i + 32])
+            loss.backward()
+            opt.step()
+            mon.record(loss)
+    return mon.history
+
+
+class _OneLogit(nn.Module):
+    """A binary classifier whose forward may end in torch.sigmoid (a function, not a
+    module: nothing but the values shows it)."""
+
+    def __init__(self, squash: bool):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 1))
+        self.squash = squash
+
+    def forward(self, x):
+        z = self.body(x)[:, 0]
+        return torch.sigmoid(z) if self.squash else z
+
+
+def sigmoid_into_bce_with_logits(seed=0, fixed=False):
+    """torch.sigmoid at the end of forward and BCEWithLogitsLoss in the loop: the loss
+    applies the sigmoid a second time (fixed: the forward returns the logits)."""
+    torch.manual_seed(seed)
+    X, y = data(d=10, k=2, seed=seed)
+    model = _OneLogit(squash=not fixed)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    return loop(model, opt, nn.BCEWithLogitsLoss(), X, y.float(), seed=seed)
+
+
 def softmax_in_the_loss(seed=0, twice=True, sgd=False):
     """The model returns logits, and the loop applies softmax before CrossEntropyLoss
     (`loss_fn(out.softmax(1), y)`): its outputs alone look right.  `twice=False`: the

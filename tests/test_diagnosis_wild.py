@@ -72,6 +72,35 @@ def test_wrong_loss_is_named_from_a_plain_monitor_history(seed):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
+def test_class_ordered_batches_over_many_classes_are_named_not_the_labels(seed):
+    """Fine-grained data stored class by class and not shuffled: each batch straddles a
+    class or two of 100, the loss stays high as new classes arrive, and the labels look
+    unrelated to the inputs; the batches' label spread names the order, and the same
+    samples shuffled name nothing."""
+    ordered = foreign_loops.many_classes_in_order(seed)
+    dealt = foreign_loops.many_classes_in_order(seed, shuffled=True)
+    d = fl.diagnose(ordered)
+    assert d.top == "no_shuffle", str(d)
+    assert fl.diagnose(dealt).top is None, str(fl.diagnose(dealt))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_sigmoid_before_bce_with_logits_is_named_and_the_logits_loop_is_not(seed):
+    """A one-logit classifier whose forward ends in torch.sigmoid, trained with
+    BCEWithLogitsLoss: the gradient shows a BCE on logits, yet every value it was given
+    lies inside (0, 1) and spreads over it.  The same loop returning logits names
+    nothing: its logits leave the interval."""
+    faulty = foreign_loops.sigmoid_into_bce_with_logits(seed)
+    fixed = foreign_loops.sigmoid_into_bce_with_logits(seed, fixed=True)
+    values, fixed_values = measure(faulty), measure(fixed)
+    assert values["sigmoid_twice_share"] == 1.0 and values["output_std_end"] > 0.2
+    assert fixed_values["sigmoid_twice_share"] < 0.2
+    d = fl.diagnose(faulty)
+    assert d.top == "wrong_loss" and "BCEWithLogitsLoss" in d.causes[0][2], str(d)
+    assert fl.diagnose(fixed).top is None
+
+
+@pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("sgd", [False, True], ids=["learns", "barely-learns"])
 def test_softmax_applied_in_the_loop_is_named_from_the_loss_itself(seed, sgd):
     """Logits out of the model, softmax in the loop: the outputs are not probabilities,

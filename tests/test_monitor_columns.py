@@ -1101,6 +1101,27 @@ def test_a_binary_cross_entropy_on_one_logit_gives_the_batch_label_mix():
     assert math.isnan(purity(lambda z: bce(z, y[:few]), logits[:few]))
 
 
+def test_values_a_bce_on_logits_was_given_are_read_as_squashed_only_inside_0_1():
+    """`sigmoid_logit_shares`: 1 where every value of a step lies strictly inside
+    (0, 1), 0 where one leaves it (a logit below 0, a ReLU's exact zero), NaN where the
+    gradient is no BCE on logits."""
+    from failurelab.telemetry.probes import binary_label_mixes, sigmoid_logit_shares
+
+    torch.manual_seed(0)
+    y = (torch.rand(32, 1) < 0.5).float()
+    bce = nn.functional.binary_cross_entropy_with_logits
+
+    def share(values, loss_of=bce):
+        z = values.clone().requires_grad_()
+        (g,) = torch.autograd.grad(loss_of(z, y), z)
+        mixes = binary_label_mixes(z.detach()[None], g[None])
+        return sigmoid_logit_shares(z.detach()[None], mixes).item()
+    assert share(torch.sigmoid(3 * torch.randn(32, 1))) == 1.0
+    assert share(torch.randn(32, 1)) == 0.0
+    assert share(torch.relu(torch.randn(32, 1)).clamp(max=0.9)) == 0.0
+    assert math.isnan(share(torch.rand(32, 1), lambda z, t: (z - t).square().mean()))
+
+
 def test_a_binary_classifier_over_sorted_data_shows_one_class_batches():
     """The unshuffled loader again, for a one-logit binary classifier: a plain Monitor
     reads each sorted batch as one class and the same samples dealt at random as
@@ -1152,9 +1173,34 @@ def test_a_loop_over_class_sorted_data_shows_one_class_batches_without_recording
         model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
         h = _classifier_history(model, X, y, steps=30, lr=0.1)
         assert "label_purity" not in h
-        return measure(h, ["label_purity_median"])["label_purity_median"]
-    assert label_mix(X[order], y[order]) == 1.0
-    assert label_mix(X, y) < 0.6  # 32 of 3 balanced classes dealt at random: ~0.4
+        return measure(h, ["label_purity_median", "label_mixing"])
+    ordered, dealt = label_mix(X[order], y[order]), label_mix(X, y)
+    assert ordered["label_purity_median"] == 1.0
+    assert dealt["label_purity_median"] < 0.6  # 32 of 3 balanced classes at random: ~0.4
+    assert ordered["label_mixing"] < 0.3  # one class a batch, but where a class ends
+    assert dealt["label_mixing"] > 0.9  # about sqrt(31/32)
+
+
+def test_batches_of_class_ordered_data_over_many_classes_hold_little_of_the_label_spread():
+    """100 classes of 24 samples stored in order: each batch of 32 straddles two
+    classes, so its main class is only ~0.7 of it (too mixed for a purity test) while it
+    holds a few per cent of the run's spread of class indices; dealt at random, nearly
+    all of it.  The within-batch spread is read from the gradient's labels alone."""
+    from failurelab.evidence.thresholds import LABEL_MIX_MIN_SAMPLES
+
+    torch.manual_seed(0)
+    y = torch.arange(100).repeat_interleave(24)
+    X = torch.randn(100, 16)[y] + 0.5 * torch.randn(len(y), 16)
+    shuffled = torch.randperm(len(y))
+
+    def mix(X, y):
+        model = nn.Linear(16, 100)
+        h = _classifier_history(model, X, y, steps=60, lr=0.05)
+        return measure(h, ["label_mixing", "label_purity_median"])
+    ordered, dealt = mix(X, y), mix(X[shuffled], y[shuffled])
+    assert 0.5 < ordered["label_purity_median"] < 0.99
+    assert ordered["label_mixing"] < 0.1 < 0.9 < dealt["label_mixing"]
+    assert 32 >= LABEL_MIX_MIN_SAMPLES  # the batches are read at all
 
 
 class _Standardise(nn.Module):

@@ -28,6 +28,7 @@ DEAD = 0.1 + 0.005 * STEP
 EVALS = [0, 10, 20, 30, 40, 50, 59]  # rows with a validation
 VAL_LOSS = [2.0, 1.2, 1.0, 0.9, 1.0, 1.3, 1.6]
 VAL_ACC = [0.5, 0.8, 0.95, 0.97, 0.96, 0.9, 0.85]
+LABEL_MEAN = 1.0 + 0.01 * STEP  # drifting: a little of the spread lies between batches
 TAIL = 12  # the last 20% of 60 steps
 HEAD = 5  # the first 5% of 60 steps is 3: MIN_WINDOW (5) instead
 
@@ -65,6 +66,8 @@ def synthetic() -> pd.DataFrame:
         "val_loss": _at_evals(VAL_LOSS), "val_acc": _at_evals(VAL_ACC),
         "val_min_recall": _at_evals([0.4] * 7), "val_jitter": _at_evals([0.0] * 7),
         "label_purity": 0.5 * const, "batch_acc": 0.9 * const,
+        "output_sigmoid_logits": np.where(STEP < 15, 1.0, 0.0),
+        "output_label_mean": LABEL_MEAN, "output_label_std": 0.8 * const,
         "t_data": 0.1 * const, "t_forward": 0.2 * const, "t_backward": 0.3 * const,
         "t_step": 0.4 * const, "pad_attention": 0 * const, "pad_sensitivity": 0.002 * const,
     })
@@ -133,6 +136,8 @@ def _expected() -> dict[str, float]:
         "train_eval_loss_gap": gap,
         "train_eval_gap_z": gap / (1.2533 * sigma / math.sqrt(5 * 2)),
         "dropout_rate": 0.2, "eval_mode_share": 0.0, "label_purity_median": 0.5,
+        "sigmoid_twice_share": 0.25,  # 15 of 60 steps
+        "label_mixing": math.sqrt(0.64 / (0.64 + LABEL_MEAN.var())),
         "data_time_share": 0.1, "pad_attention_median": 0.0, "pad_sensitivity_max": 0.002,
         "val_acc_early": max(VAL_ACC[:2]),  # steps 0 and 10 are in the first 20% (<= 11.8)
         "step_size_change": 1.0, "step_size_change_early": 1.0,

@@ -312,6 +312,24 @@ NO_SHUFFLE = Fault(
           why_zh="而且损失的摆动远高于它的起点"),
     ), "each batch holds one class - is the data shuffled?",
        verdict_zh="每个批次只有一个类别：数据打乱了吗？"),
+    # Over many classes a batch cut from class-ordered data straddles a few of them (a
+    # batch of 32 from 100 classes of 32 samples: two), too mixed for the route above,
+    # yet it holds almost none of the run's spread of labels.  The mechanism alone names
+    # it: a model that sees the classes one band at a time forgets the others, whatever
+    # its training loss shows (a loss that stays high beside it reads as labels that do
+    # not match their inputs: that reading is this fault's consequence).
+    also=(Signature((
+        C("label_mixing", "<=", 0.5, "share of the run's label spread a batch holds",
+          "a batch drawn at random holds about sqrt((n-1)/n) of it whatever the class "
+          "balance (every healthy run of the population: 0.92 or more); under half, the batches come "
+          "from a narrow band of the classes, one band after another", log=False,
+          unit=0.05,
+          label_zh="一个批次覆盖的、整个运行中标签分布的比例",
+          why_zh="随机抽取的批次无论类别是否平衡，都大约覆盖 sqrt((n-1)/n)（健康总体中的每次运行：0.92 或"
+                 "更高）；不到一半，说明批次来自类别中很窄的一段，一段接一段"),
+    ), "each batch comes from a narrow band of the classes - is the data shuffled?",
+       verdict_zh="每个批次都来自类别中很窄的一段：数据打乱了吗？"),),
+    explains=("shuffled_labels",),
     outcome=Signature((
         C("label_purity_median", ">=", 0.99, "median share of the batch's main class",
           "still one class per batch", log=False, unit=0.05,

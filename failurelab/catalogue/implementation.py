@@ -221,7 +221,35 @@ WRONG_LOSS = Fault(
     ), "the loss is the cross-entropy of softmax applied twice - is softmax applied to the "
        "output before a loss that applies it again?",
        verdict_zh="损失是 softmax 做了两次之后的交叉熵：是不是在一个自己也会做 softmax 的损失之前又对输出做了一次"
-                  " softmax？"),),
+                  " softmax？"),
+        # The one-logit form: a sigmoid's output given to BCEWithLogitsLoss, which
+        # applies a sigmoid again.  Its gradient shows the loss (see
+        # probes.binary_label_mixes); the values it was given show the sigmoid.
+        Signature((
+            C("sigmoid_twice_share", ">=", 0.5, "share of the steps whose logits all lie "
+              "strictly between 0 and 1",
+              "logits are unconstrained and a learning classifier pushes its negatives "
+              "below 0: 16 or more of them inside (0, 1) on most steps are a sigmoid's "
+              "outputs, which lie there on every step unless they round to exactly 0 or "
+              "1 (healthy binary runs of the zoo: at most 0.17)", log=False,
+              unit=0.05,
+              label_zh="logits 全部严格落在 0 与 1 之间的步数比例",
+              why_zh="logits 不受约束，学习中的分类器会把负例推到 0 以下：大多数步里 16 个或更多 logits 都在 "
+                     "(0, 1) 之内，就是 sigmoid 的输出，除非舍入成恰好 0 或 1，它每一步都在那里（动物园中健康的"
+                     "二分类运行最多 0.17）"),
+            C("output_std_end", ">=", 0.2, "std of the outputs at the end",
+              "confined to (0, 1) and spread over it, as a sigmoid's outputs are once "
+              "the model learns (0.41-0.48 in the zoo); logits that only sit inside "
+              "(0, 1) because they never moved from their start (a stuck or dead "
+              "model) keep a std of 0.07 or less", log=False, unit=0.05, role="guard",
+              label_zh="结束时输出的标准差",
+              why_zh="限制在 (0, 1) 之内又铺开在整个区间上，正是模型学起来之后 sigmoid 输出的样子（动物园中为 "
+                     "0.41-0.48）；只因从未离开初始值才待在 (0, 1) 之内的 logits（卡住或死掉的模型）标准差不超过 "
+                     "0.07"),
+        ), "the loss takes logits but is given values that all lie between 0 and 1 - is a "
+           "sigmoid applied before BCEWithLogitsLoss, which applies it again?",
+           verdict_zh="损失需要 logits，拿到的却全是 0 到 1 之间的值：是不是在本身就会做 sigmoid 的 "
+                      "BCEWithLogitsLoss 之前又做了一次 sigmoid？"),),
     outcome=Signature((
         C("loss_end", ">=", 0.5, "final training loss",
           "three times the steps, the same floor above log(1 + 2/e) = 0.55",

@@ -916,6 +916,32 @@ def eval_mode_share(h):
     return 0.0 if mode is None else float((mode == 0).mean())
 
 
+def sigmoid_twice_share(h):
+    """Share of the steps read whose binary cross-entropy on logits was given only
+    values strictly between 0 and 1 (`output_sigmoid_logits`): a sigmoid's output used
+    as logits.  NaN where no such loss was read."""
+    return _stat(_values(h, "output_sigmoid_logits"), pd.Series.mean)
+
+
+def label_mixing(h):
+    """How much of the labels' spread over the run a batch holds: the root of the
+    batches' mean within-batch variance of class indices over the run's total variance
+    (within plus between the batch means, from `output_label_mean` and
+    `output_label_std`).  Batches drawn at random hold nearly all of it (about
+    sqrt((n - 1) / n)), whatever the class balance; batches cut from data stored class by
+    class hold almost none, however many classes there are (a batch of 32 straddling
+    two of 100 classes: about 0.02).  NaN under 4 batches read or for one class only."""
+    means, stds = _column(h, "output_label_mean"), _column(h, "output_label_std")
+    if means is None or stds is None:
+        return NAN
+    both = pd.concat([means, stds], axis=1).dropna()
+    if len(both) < 4:
+        return NAN
+    within = float((both.iloc[:, 1] ** 2).mean())
+    total = within + float(both.iloc[:, 0].var(ddof=0))
+    return math.sqrt(within / total) if total > 0 else NAN
+
+
 def label_purity_median(h):
     """Median share of a batch taken by its most common label (1 = one class only);
     NaN for batches under LABEL_MIX_MIN_SAMPLES samples, whose label mix says little.
@@ -1253,6 +1279,8 @@ DECLARED = (
     declare(train_eval_gap_z, ("loss", "val_loss"), "validation"),
     declare(dropout_rate, ("dropout_rate",), "validation"),
     declare(eval_mode_share, ("train_mode",), "train_mode"),
+    declare(sigmoid_twice_share, ("output_sigmoid_logits",), "outputs"),
+    declare(label_mixing, ("output_label_mean", "output_label_std"), "batches"),
     declare(label_purity_median, ("label_purity",), "batches",
             optional=("batch_size", "output_label_purity")),
     declare(data_time_share, ("t_data", "t_forward", "t_backward", "t_step"), "timing"),

@@ -446,7 +446,8 @@ class Outputs(Instrument):
     columns = ("output_std", "output_grad_zero_frac", "output_grad_min", "output_prob_frac",
                "output_logprob_frac", "output_nonfinite", "loss_weight", "output_backwards",
                "output_soft_target_frac", "output_ce", "output_ce_twice", "target_grad_share",
-               "output_float16", "output_label_purity")
+               "output_float16", "output_label_purity", "output_sigmoid_logits",
+               "output_label_mean", "output_label_std")
 
     def __init__(self, report, params=()):
         self.report = report  # report(instrument, exc): the gradient hook runs in backward
@@ -510,14 +511,15 @@ class Outputs(Instrument):
 
     @staticmethod
     def _label_mixes(outputs, grads, rows):
-        """The label counts the output gradient names (a softmax's rows, else a single
-        logit's binary cross-entropy), or None."""
+        """The label counts the output gradient names: a softmax's rows, else a single
+        logit's binary cross-entropy (those second), or (None, None)."""
         if grads is None:
-            return None
+            return None, None
         mixes = probes.label_mixes(grads, rows)
-        if mixes is None and outputs is not None:
-            mixes = probes.binary_label_mixes(outputs, grads)
-        return mixes
+        if mixes is not None or outputs is None:
+            return mixes, None
+        binary = probes.binary_label_mixes(outputs, grads)
+        return binary, binary
 
     def compute(self, payloads):
         outs = [p[0] for p in payloads]
@@ -541,15 +543,18 @@ class Outputs(Instrument):
             tables.append(nan[:, :1])
         tables.append(probes.soft_target_shares(stacked_grads, rows=by_row).unsqueeze(1)
                       if stacked_grads is not None else nan[:, :1])
-        mixes = self._label_mixes(stacked, stacked_grads, by_row)
+        mixes, binary = self._label_mixes(stacked, stacked_grads, by_row)
         tables.append(probes.label_purities(mixes, k, nan.device).unsqueeze(1))
+        tables.append(probes.sigmoid_logit_shares(stacked, binary).unsqueeze(1)
+                      if stacked is not None else nan[:, :1])
+        tables.append(probes.label_spreads(mixes, k, nan.device))
         tables.append(probes.implied_losses(stacked, by_row) if stacked is not None else nan)
         tables.append(probes.target_shares(stacked, stacked_grads).to(nan.dtype).unsqueeze(1)
                       if stacked is not None and stacked_grads is not None else nan[:, :1])
         values = torch.cat(tables, dim=1).tolist()  # one conversion for the whole chunk
         n = outs[0].numel() if stacked is not None else 0
-        total, sq, prob, logp, zero, low, weight, soft, purity, ce, ce_twice, target = zip(
-            *values, strict=True)
+        (total, sq, prob, logp, zero, low, weight, soft, purity, squashed, label_mean,
+         label_std, ce, ce_twice, target) = zip(*values, strict=True)
         bad = [_NAN] * k if stacked is None else [
             probes.nonfinite_count(y) if n and not math.isfinite(s) else 0  # count exactly
             for y, s in zip(outs, sq, strict=True)]
@@ -560,7 +565,7 @@ class Outputs(Instrument):
         out = dict(zip(self.columns, (
             [probes.std_of(t, s, n) for t, s in zip(total, sq, strict=True)], zero, low, prob, logp, bad,
             weight, [_NAN if p[2] is None else p[2] for p in payloads], soft, ce, ce_twice,
-            target, half, purity), strict=True))
+            target, half, purity, squashed, label_mean, label_std), strict=True))
         if self.partials and stacked is not None:
             rows = outs[0].numel() // (outs[0].shape[-1] if outs[0].dim() else 1)
             grad_n = grads[0].numel() if grads[0] is not None else 0

@@ -415,6 +415,41 @@ def binary_label_mixes(outputs: torch.Tensor, grads: torch.Tensor,
     return torch.stack([flags(torch.gt, g, 0).sum(1), ones], dim=1), read
 
 
+def sigmoid_logit_shares(outputs: torch.Tensor,
+                         mixes: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    """(k, B) or (k, B, 1) outputs that a binary cross-entropy on logits was given, with
+    their `binary_label_mixes` → (k,): 1.0 where every one of a step's values lies
+    strictly between 0 and 1, else 0.0; NaN where no such loss was read.  Logits are
+    unconstrained, and a classifier that learns pushes its negatives below 0: a batch of
+    16 or more of them inside (0, 1) is a sigmoid's output, squashed again by the loss
+    (its loss cannot go below about 0.5 nats).  A ReLU's zeros and a saturated sigmoid's
+    exact 0 or 1 fall outside the open interval."""
+    k = outputs.shape[0]
+    if mixes is None:
+        return torch.full((k,), float("nan"), device=outputs.device)
+    flat = outputs.reshape(k, -1).to(F32)
+    inside = ((flat > 0) & (flat < 1)).all(1)
+    return torch.where(mixes[1], inside.to(F32), float("nan"))
+
+
+def label_spreads(mixes: tuple[torch.Tensor, torch.Tensor] | None, k: int,
+                  device=None) -> torch.Tensor:
+    """(k, 2): the mean and the standard deviation of each step's class indices, from
+    its label counts (`label_mixes`); NaN where no mix was read.  Over a run they say
+    whether batches are drawn across the classes or from a narrow band of them (data
+    stored class by class, not shuffled: `quantities.label_mixing`), with no class
+    identity kept from step to step."""
+    if mixes is None:
+        return torch.full((k, 2), float("nan"), device=device)
+    counts, read = mixes
+    ids = torch.arange(counts.shape[1], device=counts.device, dtype=counts.dtype)
+    n = counts.sum(1).clamp(min=1)
+    mean = (counts * ids).sum(1) / n
+    var = ((counts * ids.square()).sum(1) / n - mean.square()).clamp(min=0)
+    both = torch.stack([mean, var.sqrt()], dim=1)
+    return torch.where(read[:, None], both, float("nan"))
+
+
 def label_purities(mixes: tuple[torch.Tensor, torch.Tensor] | None, k: int,
                    device=None) -> torch.Tensor:
     """Each step's share of the batch taken by its most common label, from its label
