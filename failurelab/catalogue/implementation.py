@@ -226,14 +226,14 @@ WRONG_LOSS = Fault(
         # applies a sigmoid again.  Its gradient shows the loss (see
         # probes.binary_label_mixes); the values it was given show the sigmoid.
         Signature((
-            C("sigmoid_twice_share", ">=", 0.5, "share of the steps whose logits all lie "
-              "strictly between 0 and 1",
+            C("sigmoid_twice_share", ">=", 0.5, "share of the steps with every logit "
+              "strictly inside the unit interval",
               "logits are unconstrained and a learning classifier pushes its negatives "
               "below 0: 16 or more of them inside (0, 1) on most steps are a sigmoid's "
               "outputs, which lie there on every step unless they round to exactly 0 or "
               "1 (healthy binary runs of the zoo: at most 0.17)", log=False,
               unit=0.05,
-              label_zh="logits 全部严格落在 0 与 1 之间的步数比例",
+              label_zh="每个 logit 都严格落在单位区间之内的步数比例",
               why_zh="logits 不受约束，学习中的分类器会把负例推到 0 以下：大多数步里 16 个或更多 logits 都在 "
                      "(0, 1) 之内，就是 sigmoid 的输出，除非舍入成恰好 0 或 1，它每一步都在那里（动物园中健康的"
                      "二分类运行最多 0.17）"),
