@@ -515,7 +515,7 @@ class Outputs(Instrument):
         logit's binary cross-entropy (those second), or (None, None)."""
         if grads is None:
             return None, None
-        mixes = probes.label_mixes(grads, rows)
+        mixes = probes.label_mixes(grads, rows) if rows is not None else None
         if mixes is not None or outputs is None:
             return mixes, None
         binary = probes.binary_label_mixes(outputs, grads)
