@@ -266,6 +266,10 @@ def render(faults, healthy, lab, description, seconds) -> str:
             out += [f"Verdict when it fires: {signature.verdict} (healthy runs its guards "
                     f"admit, which its thresholds are calibrated past: {len(admitted)} of "
                     f"{len(healthy)})\n",
+                    *(["Named by elimination: its mechanism is the symptom itself, with "
+                       "every other stall its guards check ruled out, so the cause it names "
+                       "is low confidence (a bug outside the catalogue leaves the same "
+                       "trace).\n"] if signature.by_elimination else []),
                     "| role | quantity | physical | calibrated | healthy population | "
                     "faulty lab runs | why |", "|---|---|---|---|---|---|---|"]
             out += [_condition_row(c, admitted, own, healthy) for c in signature.conditions]

@@ -437,3 +437,28 @@ def gru_regression_no_zero_grad(seed=0):
     model = GRURegression()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     return loop(model, opt, F.mse_loss, X, y.float(), steps=150, zero_grad=False, seed=seed)
+
+
+def unsquared_regression(seed=0):
+    """A regressor trained and validated on (pred - y).mean(), the square forgotten: the
+    loss falls without bound as the outputs run negative, on held-out rows as on the
+    training batches (more so: they are read in eval mode after the step)."""
+    X, y = data(n=640, seed=seed)
+    (X, y), (Xv, yv) = (X[:512], y[:512]), (X[512:], y[512:])
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(seed)
+    with fl.Monitor(model, opt) as mon:
+        for step in range(200):
+            idx = torch.randint(0, 512, (256,), generator=g)
+            opt.zero_grad()
+            loss = (model(X[idx]).squeeze(1) - y[idx]).mean()
+            loss.backward()
+            opt.step()
+            extra = {}
+            if step % 20 == 19:
+                with torch.no_grad():
+                    extra["val_loss"] = float((model(Xv).squeeze(1) - yv).mean())
+            mon.record(loss, **extra)
+    return mon.history

@@ -95,6 +95,31 @@ def test_plain_loops_the_lab_never_saw_are_diagnosed(loop, cause, seed):
     assert d.top == cause, str(d)
 
 
+def test_a_cause_named_by_elimination_is_low_confidence_and_asks_for_its_experiment():
+    """A stuck loss with every other stall ruled out names shuffled labels only by
+    elimination: a bug the catalogue lacks (a reshape that scrambles samples) leaves the
+    same trace, so the answer is a hypothesis to test, never a confident cause.  The
+    label route with a measurement of its own (training loss above the clean validation
+    loss) keeps the confidence its margin earns."""
+    d = fl.diagnose(cached_run(fl.inject(fl.baseline(), "shuffled_labels"), 0))
+    assert d.top == "shuffled_labels" and d.confidence == "low", str(d)
+    assert d.experiment == fl.FAULTS["shuffled_labels"].text("experiment")
+    noisy = fl.diagnose(foreign_loops.validated_classifier(0, noisy=0.3))
+    assert noisy.top == "shuffled_labels" and noisy.confidence != "low", str(noisy)
+
+
+def test_a_loss_without_a_floor_is_not_read_as_noisy_labels():
+    """(pred - y).mean(), the square forgotten, falls without bound, faster on the
+    held-out rows read after each step: training stands above validation by more than
+    the label route's gap, and three standard errors out of the noise, yet no label is
+    wrong.  A loss below zero is neither a likelihood nor a distance, so the route's
+    guard (the training loss ends at or above zero) keeps it out."""
+    history = foreign_loops.unsquared_regression(0)
+    q = measure(history, ["train_eval_loss_gap", "train_eval_gap_z", "loss_end"])
+    assert q["train_eval_loss_gap"] > 1 and q["train_eval_gap_z"] > 3 and q["loss_end"] < 0
+    assert fl.diagnose(history).top != "shuffled_labels"
+
+
 def test_missing_columns_lower_confidence_and_name_the_experiment():
     loss_only = cached_run(fl.inject(fl.baseline(), "shuffled_labels"), 0).history[["step", "loss"]]
     d = fl.diagnose(loss_only)

@@ -69,10 +69,15 @@ SHUFFLED_LABELS = Fault(
     # pairing, the labels may be right).  Not when it clearly hurts: labels partly
     # shuffled still carry some signal, which a full permutation takes away.
     refute=(O("gain[labels_permuted]", "better"), O("samples_mixed", "present")),
+    # Its mechanism is the symptom itself (a stuck loss) with every other way to stall
+    # ruled out: an elimination.  A reshape that scrambles samples, a loss on the wrong
+    # axis or a time-major batch read batch-first break the input-label relation the
+    # same way, so the route names shuffled labels at low confidence only.
     signature=Signature((replace(STUCK, role="mechanism"), *_LEARNING_WORKS),
                         "the optimizer moves and gradients flow, yet nothing is "
                         "learned: check that labels belong to their samples",
-                        verdict_zh="优化器在动、梯度在流，却什么也学不到：检查标签是否属于各自的样本"),
+                        verdict_zh="优化器在动、梯度在流，却什么也学不到：检查标签是否属于各自的样本",
+                        by_elimination=True),
     # Where a validation loss is recorded, part of the labels shuffled shows even when
     # the rest is learned: the training loss stays above the clean validation loss.
     also=(Signature((
@@ -89,6 +94,14 @@ SHUFFLED_LABELS = Fault(
           label_zh="训练损失减验证损失与其标准误之比",
           why_zh="这个差距高出它所平均的训练损失的批次间噪声三个标准误（批大小为 8 时，这种噪声大到能凭空读"
                  "出 0.13）"),
+        C("loss_end", ">=", 0.0, "final training loss",
+          "the training loss ends at or above zero, as a likelihood or a distance does: "
+          "one that falls below zero has no floor (a forgotten square, a sign slip), and "
+          "its gap to a validation loss says nothing about labels", log=False, unit=0.1,
+          role="guard",
+          label_zh="最终训练损失",
+          why_zh="训练损失最终不低于零，似然或距离都是如此：跌到零以下的损失没有下界（忘了平方、符号写错），"
+                 "它与验证损失的差距说明不了标签的任何问题"),
         C("dropout_rate", "<=", 0.3, "dropout rate in training",
           "no strong dropout, whose training-mode loss is higher for its own reason "
           "(checked when recorded)", log=False, unit=0.1, required=False, role="guard",

@@ -166,6 +166,8 @@ def diagnose(history, faults: dict | None = None, lang: str | None = None) -> Di
         if fired[0].latent or not _shows(faults[causes[0][0]], shape):
             # the harm not seen yet, or not the curve this fault makes
             confidence = "low" if confidence == "low" else "medium"
+        if fired[0].by_elimination:  # what is left, which a bug outside the catalogue
+            confidence = "low"          # would leave too: test it before believing it
     else:
         experiment = NEXT_STEP[shape].say(lang) if shape in NEXT_STEP else None
         confidence = "low" if shape != "healthy" else "medium" if unchecked else "high"

@@ -158,6 +158,7 @@ class Evidence:
     sentence: str  # the measurements, in words, with the verdict when it fired
     missing: tuple[str, ...] = ()  # required quantities that could not be measured
     latent: bool = False  # the route that fired sees the mechanism, not yet its harm
+    by_elimination: bool = False  # the route names what is left, not what it measured
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,10 @@ class Signature:
     verdict_zh: str = ""  # the verdict in Chinese
     latent: bool = False  # True: the mechanism is measured but its harm is not (yet), so
     #                       a cause it names is at most medium confidence
+    by_elimination: bool = False  # True: no condition measures the cause itself; it is
+    #                               what remains when every mechanism the guards check is
+    #                               ruled out.  A bug the catalogue does not know leaves
+    #                               the same trace, so the cause it names is low confidence
 
     def says(self, lang: str | None = None) -> str:
         """The verdict in `lang` (English where no Chinese was written)."""
@@ -194,7 +199,8 @@ class Signature:
             else measured
         missing = tuple(c.quantity for c in self.conditions
                         if c.required and math.isnan(values[c.quantity]))
-        return Evidence(fault, fired, score, values, sentence, missing, self.latent)
+        return Evidence(fault, fired, score, values, sentence, missing, self.latent,
+                        self.by_elimination)
 
     def guards_hold(self, values: dict[str, float]) -> bool:
         """Every guard passes on these measured values: a run this signature could fire
