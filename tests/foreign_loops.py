@@ -462,3 +462,25 @@ def unsquared_regression(seed=0):
                     extra["val_loss"] = float((model(Xv).squeeze(1) - yv).mean())
             mon.record(loss, **extra)
     return mon.history
+
+
+def raw_pixels_sigmoid(seed=0, scaled=False):
+    """Pixels in 0-255 into an MLP with sigmoid outputs, trained with a clipped
+    cross-entropy on the renormalised sigmoids (Keras' categorical cross-entropy, as a
+    port writes it), SGD at 0.1: the fresh model's sigmoids start pinned at their bounds
+    and the clip cuts their gradient.  `scaled=True`: the pixels divided by 255."""
+    g = torch.Generator().manual_seed(seed)
+    strokes = (torch.rand(10, 196, generator=g) < 0.2).float()
+    y = torch.randint(0, 10, (2048,), generator=g)
+    X = ((strokes[y] * 0.8 + 0.35 * torch.randn(2048, 196, generator=g)).clamp(0, 1) * 255).round()
+    if scaled:
+        X = X / 255
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(196, 50), nn.ReLU(), nn.Linear(50, 10), nn.Sigmoid())
+
+    def clipped_cross_entropy(p, labels):
+        p = (p / p.sum(1, keepdim=True)).clamp(1e-7, 1 - 1e-7)
+        return -p.log().gather(1, labels[:, None]).mean()
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    return loop(model, opt, clipped_cross_entropy, X, y, steps=150, seed=seed)

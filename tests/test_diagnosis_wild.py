@@ -185,6 +185,25 @@ def test_inputs_all_in_one_raw_unit_are_named_not_the_initialisation(seed):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
+def test_raw_pixels_into_sigmoid_outputs_are_named_not_a_small_rate(seed):
+    """Behind sigmoid outputs no logit scale reads the oversized start, but the fresh
+    model's sigmoids sit pinned at their bounds before any update, and the clipped
+    loss then passes back a gradient some 1e-12 of its first one: the steps are tiny
+    because the gradient vanished, which no learning rate explains.  Scaled to [0, 1],
+    the same loop is healthy."""
+    raw = foreign_loops.raw_pixels_sigmoid(seed)
+    values = measure(raw, ["input_magnitude", "saturation_start", "output_scale_start",
+                           "grad_growth", "update_ratio_median"])
+    assert values["input_magnitude"] == 255 and values["saturation_start"] > 0.5
+    assert values["output_scale_start"] < 3 and values["grad_growth"] < 1e-6
+    assert values["update_ratio_median"] < 1e-4  # lr_too_small's own mechanism holds
+    d = fl.diagnose(raw)
+    assert d.top == "no_input_norm" and "lr_too_small" not in [c[0] for c in d.causes], str(d)
+    scaled = fl.diagnose(foreign_loops.raw_pixels_sigmoid(seed, scaled=True))
+    assert scaled.top is None and scaled.shape == "healthy", str(scaled)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
 def test_a_scheduler_stepped_every_batch_is_named_over_a_small_rate(seed):
     """The steps became tiny (lr_too_small's evidence) because the rate was decayed by
     orders of magnitude early: the decay explains the small steps."""

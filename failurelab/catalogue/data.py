@@ -212,7 +212,28 @@ NO_INPUT_NORM = Fault(
                  "：没有这一点（例如输入后面有归一化层），这个尺度就看不出危害"),
         _INPUTS_FINITE,
     ), "inputs in raw units make the fresh model's outputs oversized - standardise the inputs",
-       verdict_zh="原始单位的输入让刚初始化模型的输出过大：把输入标准化"),),
+       verdict_zh="原始单位的输入让刚初始化模型的输出过大：把输入标准化"),
+    # Behind a bounded output (a sigmoid, a tanh) the oversized start shows as units
+    # pinned at their bounds before any update, which no logit scale reads: the raw-unit
+    # counterpart of saturated_sigmoid, whose own route guards against inputs this size.
+    Signature((
+        C("input_magnitude", ">=", 100, "largest |input|",
+          "standardised features stay within a few tens (every healthy run: under 5; 100 "
+          "would be a 100-sigma value): inputs in the hundreds are in raw units",
+          label_zh="输入的最大绝对值",
+          why_zh="标准化后的特征不超过几十（所有健康运行都小于 5；100 会是 100 个标准差之外的值）："
+                 "上百的输入是原始单位"),
+        C("saturation_start", ">=", 0.3, "saturated share at the first step",
+          "and they pinned a third of the fresh model's sigmoid/tanh units at their bounds "
+          "before any update (with standardised inputs a fresh model's units work in "
+          "their linear range: every healthy run reads 0)", log=False, unit=0.05,
+          role="effect",
+          label_zh="第一步的饱和比例",
+          why_zh="并且在任何更新之前就把刚初始化模型三分之一的 sigmoid/tanh 单元压到了边界上（输入标准化时，"
+                 "刚初始化模型的单元工作在线性区：所有健康运行都是 0）"),
+        _INPUTS_FINITE,
+    ), "inputs in raw units saturate the fresh model's bounded units - standardise the inputs",
+       verdict_zh="原始单位的输入让刚初始化模型的有界单元饱和：把输入标准化"),),
     # inputs in the thousands make gradients and steps in the thousands
     explains=("huge_lr", "exploding_gradients"),
     outcome=Signature((LEARNS, C("saturation_median", "<=", 0.05,

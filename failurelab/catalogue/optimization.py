@@ -150,6 +150,15 @@ LR_TOO_SMALL = Fault(
     signature=Signature((
         TINY_STEPS,
         GRADIENTS_FLOW,
+        C("grad_growth", ">=", 1e-3, "gradient norm",
+          "the gradient kept its size: steps made tiny by a gradient that fell a "
+          "thousandfold below its first value (saturated or clipped outputs pass none "
+          "back, or it was erased before the step) are a vanished gradient, not a small "
+          "rate; healthy runs keep 0.15x or more", suffix="x its step-0 value",
+          required=False, role="guard",
+          label_zh="梯度范数", suffix_zh="倍于第 0 步",
+          why_zh="梯度保持了大小：梯度跌到第一步的千分之一以下（饱和或被截断的输出不再回传梯度，或在 "
+                 "step 之前被清掉）使步长变小，这是梯度消失，不是学习率太小；健康运行保持在 0.15 倍以上"),
         UNHEALTHY,
         ALL_OPTIMIZED,
         ALL_CONNECTED,
