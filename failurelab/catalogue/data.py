@@ -146,6 +146,13 @@ SHUFFLED_LABELS = Fault(
        verdict_zh="模型能记住一个小批次，所以问题在标签"),
 )
 
+# Both raw-unit routes of no_input_norm start here; each adds the harm it reads.
+_RAW_UNITS = C("input_magnitude", ">=", 100, "largest |input|",
+               "standardised features stay within a few tens (every healthy run: under 5; "
+               "100 would be a 100-sigma value): inputs in the hundreds are in raw units",
+               label_zh="输入的最大绝对值",
+               why_zh="标准化后的特征不超过几十（所有健康运行都小于 5；100 会是 100 个标准差之外的值）："
+                      "上百的输入是原始单位")
 _INPUTS_FINITE = C("input_nonfinite_total", "<=", 0.5, "non-finite input values",
                    "the inputs are finite: large, not broken (a loss that overflows from "
                    "them still counts; NaN in the data is nan_in_data)", log=False,
@@ -197,12 +204,7 @@ NO_INPUT_NORM = Fault(
     # between them to read, but a fresh model fed them starts with logits as oversized
     # as a 10x initialisation's (bad_init's evidence, which guards against this).
     also=(Signature((
-        C("input_magnitude", ">=", 100, "largest |input|",
-          "standardised features stay within a few tens (every healthy run: under 5; 100 "
-          "would be a 100-sigma value): inputs in the hundreds are in raw units",
-          label_zh="输入的最大绝对值",
-          why_zh="标准化后的特征不超过几十（所有健康运行都小于 5；100 会是 100 个标准差之外的值）："
-                 "上百的输入是原始单位"),
+        _RAW_UNITS,
         C("output_scale_start", ">=", 3, "logit std at step 0",
           "and they made the fresh model's logits oversized before any update (a fresh "
           "classifier's logits are O(1) or smaller): without that, as behind a "
@@ -217,12 +219,7 @@ NO_INPUT_NORM = Fault(
     # pinned at their bounds before any update, which no logit scale reads: the raw-unit
     # counterpart of saturated_sigmoid, whose own route guards against inputs this size.
     Signature((
-        C("input_magnitude", ">=", 100, "largest |input|",
-          "standardised features stay within a few tens (every healthy run: under 5; 100 "
-          "would be a 100-sigma value): inputs in the hundreds are in raw units",
-          label_zh="输入的最大绝对值",
-          why_zh="标准化后的特征不超过几十（所有健康运行都小于 5；100 会是 100 个标准差之外的值）："
-                 "上百的输入是原始单位"),
+        _RAW_UNITS,
         C("saturation_start", ">=", 0.3, "saturated share at the first step",
           "and they pinned a third of the fresh model's sigmoid/tanh units at their bounds "
           "before any update (with standardised inputs a fresh model's units work in "
