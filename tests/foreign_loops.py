@@ -98,6 +98,17 @@ def softmax_into_cross_entropy(seed=0):
     return loop(model, opt, nn.CrossEntropyLoss(), X, y, seed=seed)
 
 
+def softmax_with_its_own_log(seed=0):
+    """The same classifier ending in nn.Softmax, trained correctly: the loop takes the
+    log of the probabilities itself and hands it to NLLLoss (skorch's classifier loss,
+    and much older code), so nothing is applied twice."""
+    torch.manual_seed(seed)
+    X, y = data(d=10, k=4, seed=seed)
+    model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 4), nn.Softmax(dim=1))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    return loop(model, opt, lambda p, t: F.nll_loss(torch.log(p + 1e-12), t), X, y, seed=seed)
+
+
 def many_classes_in_order(seed=0, shuffled=False):
     """100 classes of 32 samples each, stored class by class, one pass in batches of 32
     with Adam (the FGVC-Aircraft report's form; shuffled: the same samples dealt at

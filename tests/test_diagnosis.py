@@ -45,10 +45,12 @@ EVALS = np.arange(30)
     (1.1 * np.exp(STEPS / 60), None, "diverging"),
     (np.r_[1.1 * np.exp(np.arange(40) / 8), np.nan], None, "diverging"),
     (np.r_[1.1, 1.1, np.nan], None, "nonfinite"),
+    (np.r_[2.3, 31.5, np.inf, np.nan], None, "diverging"),  # rose 13x within five steps
     (SWINGING, None, "oscillating"),
     (JUMPS, None, "stepwise"),
     (FALLING, 0.3 + 0.01 * (EVALS - 6).clip(0), "degrading"),
 ], ids=["healthy", "healthy-spiky", "flat", "stalled-high", "rising", "rising-to-nan", "nan-at-once",
+         "rose-fast-to-inf",
         "swinging", "jump-and-recover", "validation-worsens"])
 def test_synthetic_curves_get_their_shape(loss, val, shape):
     assert fl.diagnose(curve(loss, val)).shape == shape

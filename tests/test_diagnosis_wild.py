@@ -72,6 +72,17 @@ def test_wrong_loss_is_named_from_a_plain_monitor_history(seed):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
+def test_probabilities_whose_log_the_loop_takes_itself_are_not_softmax_applied_twice(seed):
+    """Softmax outputs are the mechanism of wrong_loss only where the loss softmaxes them
+    again: the gradient at the output then has rows summing to 0 (p - y).  NLLLoss of
+    log p passes back -y/p instead, and that run trains: no cause."""
+    history = foreign_loops.softmax_with_its_own_log(seed)
+    d = fl.diagnose(history)
+    assert d.shape == "healthy" and d.top is None, str(d)
+    assert measure(history)["output_softmax_share"] < 0.5
+
+
+@pytest.mark.parametrize("seed", [0, 1])
 def test_class_ordered_batches_over_many_classes_are_named_not_the_labels(seed):
     """Fine-grained data stored class by class and not shuffled: each batch straddles a
     class or two of 100, the loss stays high as new classes arrive, and the labels look

@@ -183,12 +183,20 @@ WRONG_LOSS = Fault(
         C("output_prob_share", ">=", 0.9, "median share of output rows that are "
           "probabilities", "logits are unconstrained: rows of raw scores in [0, 1] "
           "that sum to 1 within 1e-3 do not happen by chance; a softmax layer makes "
-          "every row one (a model that returns probabilities and takes their log "
-          "itself would be named too: its outputs alone cannot tell)", log=False,
-          unit=0.05,
+          "every row one", log=False, unit=0.05,
           label_zh="输出行为概率分布的比例的中位数",
           why_zh="logits 不受约束：取值在 [0, 1] 内、各行之和在 1e-3 以内等于 1 的原始分数不会偶然出现；softm"
-                 "ax 层会让每一行都这样（一个返回概率、再自己取对数的模型也会被判为此故障：单看输出无法区分）"),
+                 "ax 层会让每一行都这样"),
+        C("output_softmax_share", ">=", 0.5, "share of steps whose output gradient is a "
+          "softmax cross-entropy's",
+          "the loss takes a softmax of these probabilities: the gradient's rows sum to 0, "
+          "as softmax's p - y does. A model that returns probabilities and takes their "
+          "log itself (NLLLoss of log p) is trained correctly, and its loss passes back "
+          "-y/p, whose rows do not sum to 0",
+          log=False, unit=0.1, role="guard",
+          label_zh="输出梯度为 softmax 交叉熵梯度的步数比例",
+          why_zh="损失对这些概率又取了 softmax：梯度的每一行之和为 0，正如 softmax 的 p - y 那样。一个返回概率、"
+                 "再自己取对数的模型（对 log p 用 NLLLoss）训练是正确的，它的损失传回 -y/p，各行之和不为 0"),
     ), "the outputs are probabilities and the loss sits on a floor the predictions cannot explain - is softmax "
        "applied before a loss that applies it again?",
        verdict_zh="输出是概率，而损失停在一个预测解释不了的下限上：是不是在一个自己也会做 softmax 的损失之前"

@@ -120,11 +120,13 @@ def loss_end(h):
 
 
 def loss_peak_ratio(h):
-    """Highest 5-step mean of the loss over the initial loss: > 1 means it rose."""
+    """Highest 5-step mean of the loss over the initial loss: > 1 means it rose.  A run
+    with fewer finite losses (one that overflowed within five steps) is read on the
+    mean of all of them: 2.3 then 31 then inf rose before it overflowed."""
     s = _losses(h)
-    if len(s) < MIN_WINDOW:
+    if len(s) < 2:
         return NAN
-    return float(s.rolling(MIN_WINDOW).mean().max() / loss_start(h))
+    return float(s.rolling(min(MIN_WINDOW, len(s))).mean().max() / loss_start(h))
 
 
 def loss_progress(h):
