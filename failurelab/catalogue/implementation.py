@@ -135,6 +135,16 @@ ZERO_GRAD_MISPLACED = Fault(
                                  verdict_zh="把 zero_grad() 放在 backward() 之前，模型就能学习"),
 )
 
+# A model ending in softmax: the mechanism of both probability routes of wrong_loss,
+# which differ in the loss the probabilities are given
+_PROBABILITIES = C(
+    "output_prob_share", ">=", 0.9, "median share of output rows that are probabilities",
+    "logits are unconstrained: rows of raw scores in [0, 1] that sum to 1 within 1e-3 do "
+    "not happen by chance; a softmax layer makes every row one", log=False, unit=0.05,
+    label_zh="输出行为概率分布的比例的中位数",
+    why_zh="logits 不受约束：取值在 [0, 1] 内、各行之和在 1e-3 以内等于 1 的原始分数不会偶然出现；softmax 层"
+           "会让每一行都这样")
+
 WRONG_LOSS = Fault(
     name="wrong_loss",
     title="Softmax applied twice (softmax output fed to cross-entropy)",
@@ -180,13 +190,7 @@ WRONG_LOSS = Fault(
     # fault's consequence (a fresh LM over 512 tokens was named shuffled_labels)
     explains=("shuffled_labels",),
     signature=Signature((
-        C("output_prob_share", ">=", 0.9, "median share of output rows that are "
-          "probabilities", "logits are unconstrained: rows of raw scores in [0, 1] "
-          "that sum to 1 within 1e-3 do not happen by chance; a softmax layer makes "
-          "every row one", log=False, unit=0.05,
-          label_zh="输出行为概率分布的比例的中位数",
-          why_zh="logits 不受约束：取值在 [0, 1] 内、各行之和在 1e-3 以内等于 1 的原始分数不会偶然出现；softm"
-                 "ax 层会让每一行都这样"),
+        _PROBABILITIES,
         C("output_softmax_share", ">=", 0.5, "share of steps whose output gradient is a "
           "softmax cross-entropy's",
           "the loss takes a softmax of these probabilities: the gradient's rows sum to 0, "
@@ -206,6 +210,20 @@ WRONG_LOSS = Fault(
     # it is the cross-entropy of softmax(softmax(output)), computed from the output and
     # the labels its gradient shows, to float rounding.
     also=(Signature((
+        _PROBABILITIES,
+        C("loss_start", "<=", 0.0, "loss at step 0",
+          "NLLLoss given probabilities where it expects log-probabilities returns minus "
+          "the target class's probability, a loss between -1 and 0, where a "
+          "cross-entropy (of logits, or NLLLoss of log p) is never below 0",
+          log=False, unit=0.1, role="guard",
+          label_zh="第 0 步的损失",
+          why_zh="NLLLoss 拿到的是概率而不是它期望的对数概率时，返回目标类概率的相反数，损失介于 -1 和 0 之间；"
+                 "而交叉熵（基于 logits，或对 log p 用 NLLLoss）从不低于 0"),
+    ), "the outputs are probabilities and the loss is minus one of them - is NLLLoss given "
+       "probabilities where it expects log-probabilities (log_softmax)?",
+       verdict_zh="输出是概率，而损失是其中一个概率的相反数：是不是把概率交给了期望对数概率（log_softmax）的 "
+                  "NLLLoss？"),
+          Signature((
         C("loss_vs_softmax_twice", "<=", 0.01, "relative distance of the loss from the "
           "cross-entropy of softmax(softmax(output))",
           "a loss computed that way equals it to float rounding (1e-7 in float32); one "
