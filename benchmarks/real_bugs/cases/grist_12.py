@@ -1,7 +1,7 @@
 """skorch's MNIST tutorial goes to NaN as soon as the optimizer is switched to RMSprop.
 
-Source: GRIST subject ID_12 (Skorch, a "known" bug), https://github.com/Jacob-yen/GRIST
-scripts/study_case/ID_12 (skorch/classifier.py, NeuralNetClassifier.get_loss); the bug
+Source: https://github.com/Jacob-yen/GRIST scripts/study_case/ID_12 (GRIST subject ID_12,
+Skorch, a "known" bug: skorch/classifier.py, NeuralNetClassifier.get_loss); the bug
 is https://github.com/skorch-dev/skorch/issues/481 (2019-05-29, reported by a maintainer
 while testing notebooks/MNIST.ipynb), fixed by PR #491 (merged 2019-07-08, "BUG Adds
 eps to loss to prevent nans").
