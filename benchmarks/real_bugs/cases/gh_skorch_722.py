@@ -24,72 +24,21 @@ import sys
 from pathlib import Path
 
 import torch
-from torch import nn
-from torch.nn import functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import accuracy, batched, fixed_from_env, generator, mean_loss, split  # noqa: E402
+import skorch_mnist as tutorial  # noqa: E402
+from common import fixed_from_env  # noqa: E402
 
 KIND = "control"
 STEPS = 300
 HARM_METRIC = "val_acc"
-MNIST_DIM, HIDDEN_DIM, OUTPUT_DIM = 784, 784 // 8, 10
-
-
-def digits(seed: int, n: int):
-    """Flattened 28x28 images in [0, 1]: half of the class's strokes, 30% of another
-    class's, and pixel noise."""
-    g = generator(seed)
-    strokes = (torch.rand(OUTPUT_DIM, MNIST_DIM, generator=g) < 0.2).float()
-    y = torch.randint(OUTPUT_DIM, (n,), generator=g)
-    other = (y + torch.randint(1, OUTPUT_DIM, (n,), generator=g)) % OUTPUT_DIM
-    x = (strokes[y] * (torch.rand(n, MNIST_DIM, generator=g) < 0.5)
-         + strokes[other] * (torch.rand(n, MNIST_DIM, generator=g) < 0.3))
-    x = x.clamp(0, 1) * 0.8 + 0.5 * torch.randn(n, MNIST_DIM, generator=g)
-    return x.clamp(0, 1), y
-
-
-class ClassifierModule(nn.Module):
-    def __init__(self, input_dim=MNIST_DIM, hidden_dim=HIDDEN_DIM, output_dim=OUTPUT_DIM,
-                 dropout=0.5):
-        super().__init__()
-        self.dropout = nn.Dropout(dropout)
-        self.hidden = nn.Linear(input_dim, hidden_dim)
-        self.output = nn.Linear(hidden_dim, output_dim)
-
-    def forward(self, X):
-        X = F.relu(self.hidden(X))
-        X = self.dropout(X)
-        return F.softmax(self.output(X), dim=-1)
-
-
-def nll_of_probabilities(y_pred, y_true):
-    """NeuralNetClassifier.get_loss for a softmax module: NLLLoss on log(p + eps)."""
-    eps = torch.finfo(y_pred.dtype).eps
-    return F.nll_loss(torch.log(y_pred + eps), y_true)
 
 
 def parts(fixed: bool | None = None, seed: int = 0) -> dict:
     fixed = fixed_from_env() if fixed is None else fixed  # a control: nothing to fix
-    X, y = digits(seed, 5000 + 1250)
-    Xt, yt, Xv, yv = split(X, y, 1250)
-
-    def step(module, optimizer, batch):  # NeuralNet.train_step for one batch
-        Xi, yi = batch
-        module.train()
-        optimizer.zero_grad()
-        y_pred = module(Xi)
-        loss = nll_of_probabilities(y_pred, yi)
-        loss.backward()
-        optimizer.step()
-        return loss
-
-    return dict(model=ClassifierModule,
-                optimizer=lambda m: torch.optim.SGD(m.parameters(), lr=0.1),
-                batches=batched(Xt, yt, 128), step=step, loss=nll_of_probabilities,
-                val_batches=batched(Xv, yv, 128), steps=STEPS, seed=seed)
+    return tutorial.parts(tutorial.nll_of_probabilities,
+                          lambda m: torch.optim.SGD(m.parameters(), lr=0.1), STEPS, seed)
 
 
 def measure(model, val_batches, fixed: bool) -> dict:
-    return {"val_acc": accuracy(model, val_batches),
-            "val_loss": mean_loss(model, val_batches, nll_of_probabilities)}
+    return tutorial.measure(model, val_batches)
