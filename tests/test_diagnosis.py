@@ -50,8 +50,7 @@ EVALS = np.arange(30)
     (JUMPS, None, "stepwise"),
     (FALLING, 0.3 + 0.01 * (EVALS - 6).clip(0), "degrading"),
 ], ids=["healthy", "healthy-spiky", "flat", "stalled-high", "rising", "rising-to-nan", "nan-at-once",
-         "rose-fast-to-inf",
-        "swinging", "jump-and-recover", "validation-worsens"])
+        "rose-fast-to-inf", "swinging", "jump-and-recover", "validation-worsens"])
 def test_synthetic_curves_get_their_shape(loss, val, shape):
     assert fl.diagnose(curve(loss, val)).shape == shape
 

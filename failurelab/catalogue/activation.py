@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..basics.recipes import Scale, Set
 from ..evidence.experiments import Outcome as O
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
-from .conditions import ALL_CONNECTED, DATA_FINITE, FINITE, INPUTS_SCALED, INPUTS_SMALL, LEARNS, STEPS_SANE, STUCK
+from .conditions import (
+    ALL_CONNECTED,
+    DATA_FINITE,
+    FINITE,
+    INPUTS_SCALED,
+    INPUTS_SMALL,
+    LEARNS,
+    SOFTMAX_LOSS,
+    STEPS_SANE,
+    STUCK,
+)
 from .fault import Chinese, Fault
 
 SATURATED_SIGMOID = Fault(
@@ -348,15 +360,11 @@ OUTPUT_ACTIVATION_MISMATCH = Fault(
           why_zh="输出的标准差与某个 ReLU 模块自己的标准差在浮点舍入 (1e-3) 内相等：这是两个探针读到的同一个张"
                  "量，每一步都成立；在健康运行中，两个不同的张量在 300 步里至多有 2 步这样吻合。于是它的元素都"
                  " >= 0"),
-        C("output_softmax_share", ">=", 0.5, "share of steps whose output gradient is a "
-          "softmax cross-entropy's",
-          "the gradient's rows sum to 0, as softmax's p - y does: the loss takes a softmax "
-          "of that output, and needs negative logits for the classes it rules out (a "
-          "regression loss on a ReLU output may have targets >= 0 that the ReLU reaches)",
-          log=False, unit=0.1, role="guard",
-          label_zh="输出梯度为 softmax 交叉熵梯度的步数比例",
-          why_zh="梯度的每一行之和为 0，正如 softmax 的 p - y 那样：损失对这个输出取了 softmax，需要用负的 logit"
-                 " 来排除类别（ReLU 输出上的回归损失，目标可能 >= 0，ReLU 够得着）"),
+        replace(SOFTMAX_LOSS, why=SOFTMAX_LOSS.why + ", and needs negative logits for the "
+                "classes it rules out (a regression loss on a ReLU output may have targets "
+                ">= 0 that the ReLU reaches)",
+                why_zh=SOFTMAX_LOSS.why_zh + "，需要用负的 logit 来排除类别（ReLU 输出上的回归损失，"
+                "目标可能 >= 0，ReLU 够得着）"),
     ), "the logits pass through a ReLU, so none can go below 0 - is there an activation "
        "after the last layer?",
        verdict_zh="logits 经过了一个 ReLU，所以没有一个能低于 0：最后一层之后是不是还有一个激活函数？"),

@@ -13,6 +13,13 @@ UNHEALTHY = C("unhealthy_curve", ">=", 0.5, "loss curve unhealthy",
               label_zh="损失曲线不健康",
               why_zh="通用的效应：损失曲线属于课程中的某种失败形状（发散、平台期、振荡……），由诊断判定形状时"
                      "所用的同一套规则决定")
+# The loss takes a softmax of the model's output (the routes add why that matters to them)
+SOFTMAX_LOSS = C("output_softmax_share", ">=", 0.5, "share of steps whose output gradient "
+                 "is a softmax cross-entropy's",
+                 "the gradient's rows sum to 0, as softmax's p - y does: the loss takes a "
+                 "softmax of that output", log=False, unit=0.1, role="guard",
+                 label_zh="输出梯度为 softmax 交叉熵梯度的步数比例",
+                 why_zh="梯度的每一行之和为 0，正如 softmax 的 p - y 那样：损失对这个输出取了 softmax")
 STUCK = C("loss_progress", "<=", 0.1, "loss progress",
           "a training run that removes less than 10% of its starting loss has not "
           "learned; healthy runs of every family remove most of theirs", log=False,

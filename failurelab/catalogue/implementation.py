@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..basics.recipes import Scale, Set
 from ..evidence.alerts import CARRIED, MIXED_BATCHES, NEVER_EMPTIED, PARALLEL_GRADIENTS
 from ..evidence.experiments import Outcome as O
 from ..evidence.signatures import Condition as C
 from ..evidence.signatures import Signature
 from ..evidence.thresholds import ACCUMULATING_TURN
-from .conditions import ALL_OPTIMIZED, GRADIENTS_FLOW, LEARNS, POSITIVE_LOSS, TOKENS, UNHEALTHY
+from .conditions import ALL_OPTIMIZED, GRADIENTS_FLOW, LEARNS, POSITIVE_LOSS, SOFTMAX_LOSS, TOKENS, UNHEALTHY
 from .fault import Chinese, Fault
 
 NO_ZERO_GRAD = Fault(
@@ -191,24 +193,17 @@ WRONG_LOSS = Fault(
     explains=("shuffled_labels",),
     signature=Signature((
         _PROBABILITIES,
-        C("output_softmax_share", ">=", 0.5, "share of steps whose output gradient is a "
-          "softmax cross-entropy's",
-          "the loss takes a softmax of these probabilities: the gradient's rows sum to 0, "
-          "as softmax's p - y does. A model that returns probabilities and takes their "
-          "log itself (NLLLoss of log p) is trained correctly, and its loss passes back "
-          "-y/p, whose rows do not sum to 0",
-          log=False, unit=0.1, role="guard",
-          label_zh="输出梯度为 softmax 交叉熵梯度的步数比例",
-          why_zh="损失对这些概率又取了 softmax：梯度的每一行之和为 0，正如 softmax 的 p - y 那样。一个返回概率、"
-                 "再自己取对数的模型（对 log p 用 NLLLoss）训练是正确的，它的损失传回 -y/p，各行之和不为 0"),
+        replace(SOFTMAX_LOSS, why=SOFTMAX_LOSS.why + " again. A model that returns "
+                "probabilities and takes their log itself (NLLLoss of log p) is trained "
+                "correctly, and its loss passes back -y/p, whose rows do not sum to 0",
+                why_zh=SOFTMAX_LOSS.why_zh + "，又做了一次。一个返回概率、再自己取对数的模型（对 log p 用 "
+                "NLLLoss）训练是正确的，它的损失传回 -y/p，各行之和不为 0"),
     ), "the outputs are probabilities and the loss sits on a floor the predictions cannot explain - is softmax "
        "applied before a loss that applies it again?",
        verdict_zh="输出是概率，而损失停在一个预测解释不了的下限上：是不是在一个自己也会做 softmax 的损失之前"
                   "又做了一次 softmax？"),
-    # Softmax written into the loop (`cross_entropy(out.softmax(-1), y)`) leaves the
-    # model's outputs logits, which the route above cannot see; the loss itself tells:
-    # it is the cross-entropy of softmax(softmax(output)), computed from the output and
-    # the labels its gradient shows, to float rounding.
+    # The same probabilities given to NLLLoss, which expects log-probabilities: its
+    # gradient (-y/N) shows no softmax, its value (-p of the target) is negative.
     also=(Signature((
         _PROBABILITIES,
         C("loss_start", "<=", 0.0, "loss at step 0",
@@ -223,7 +218,11 @@ WRONG_LOSS = Fault(
        "probabilities where it expects log-probabilities (log_softmax)?",
        verdict_zh="输出是概率，而损失是其中一个概率的相反数：是不是把概率交给了期望对数概率（log_softmax）的 "
                   "NLLLoss？"),
-          Signature((
+        # Softmax written into the loop (`cross_entropy(out.softmax(-1), y)`) leaves the
+        # model's outputs logits, which the routes above cannot see; the loss itself
+        # tells: it is the cross-entropy of softmax(softmax(output)), computed from the
+        # output and the labels its gradient shows, to float rounding.
+        Signature((
         C("loss_vs_softmax_twice", "<=", 0.01, "relative distance of the loss from the "
           "cross-entropy of softmax(softmax(output))",
           "a loss computed that way equals it to float rounding (1e-7 in float32); one "
