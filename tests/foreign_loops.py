@@ -373,6 +373,45 @@ def relu_on_logits(seed=0, fixed=False):
     return loop(model, opt, nn.CrossEntropyLoss(), X, y, seed=seed)
 
 
+class _ReluInForward(nn.Module):
+    """Linear-ReLU-Linear, the last Linear's output passed through F.relu in forward
+    (no module to see) unless `fixed`."""
+
+    def __init__(self, d, out, fixed):
+        super().__init__()
+        self.hidden, self.head, self.fixed = nn.Linear(d, 32), nn.Linear(32, out), fixed
+
+    def forward(self, x):
+        z = self.head(F.relu(self.hidden(x)))
+        return z if self.fixed else F.relu(z)
+
+
+def functional_relu_on_logits(seed=0, fixed=False, binary=False):
+    """`return F.relu(self.head(x))` under a loss on logits: CrossEntropyLoss over 4
+    classes, or (`binary`) BCEWithLogitsLoss on one logit, whose negatives then cannot
+    get a probability below one half.  `fixed=True`: the same loop without the ReLU."""
+    torch.manual_seed(seed)
+    X, y = data(d=10, k=2 if binary else 4, seed=seed)
+    model = _ReluInForward(10, 1 if binary else 4, fixed)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    if binary:
+        return loop(model, opt, lambda z, t: F.binary_cross_entropy_with_logits(
+            z.squeeze(1), t.float()), X, y, seed=seed)
+    return loop(model, opt, nn.CrossEntropyLoss(), X, y, seed=seed)
+
+
+def relu_count_regression(seed=0):
+    """A regression whose targets are non-negative amounts, its output through F.relu
+    on purpose (an amount is never below 0), fitted with MSE: a clipped output the
+    targets do not need below 0."""
+    torch.manual_seed(seed)
+    X, y = data(d=10, seed=seed)
+    model = _ReluInForward(10, 1, fixed=False)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    return loop(model, opt, lambda out, t: ((out.squeeze(1) - t) ** 2).mean(), X, y.clamp(min=0),
+                seed=seed)
+
+
 def sigmoid_regression(seed=0):
     """A regression head ending in nn.Sigmoid, whose output stays in (0, 1), fitted with
     MSE to targets around 50."""

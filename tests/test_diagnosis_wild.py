@@ -142,6 +142,31 @@ def test_a_relu_on_the_logits_is_named_and_the_same_loop_without_it_is_not(seed)
     assert fl.diagnose(fixed).top != "output_activation_mismatch"
 
 
+@pytest.mark.parametrize("binary", [False, True])
+def test_a_relu_written_as_a_function_on_the_logits_is_named_from_its_exact_zeros(binary):
+    """`return F.relu(self.head(x))` leaves no module whose output the model's could be
+    matched with; the output's exact zeros show the clip, under a softmax cross-entropy
+    or one logit's BCE (forum 56327's form).  Without the ReLU no entry is exactly 0."""
+    buggy = foreign_loops.functional_relu_on_logits(0, binary=binary)
+    values = measure(buggy, ["output_zero_share", "logit_loss_share", "output_relu_share"])
+    assert values["output_relu_share"] == 0  # invisible to the module route
+    assert values["output_zero_share"] >= 0.25 and values["logit_loss_share"] >= 0.9, values
+    d = fl.diagnose(buggy)
+    assert d.top == "output_activation_mismatch" and "F.relu" in d.causes[0][2], str(d)
+    fixed = foreign_loops.functional_relu_on_logits(0, fixed=True, binary=binary)
+    assert measure(fixed, ["output_zero_share"])["output_zero_share"] == 0
+    assert fl.diagnose(fixed).top != "output_activation_mismatch"
+
+
+def test_a_relu_on_a_regression_of_non_negative_amounts_is_not_named():
+    """The same exact zeros under an MSE: targets >= 0 need nothing below 0, and the
+    guard (a loss on logits) keeps the route quiet."""
+    history = foreign_loops.relu_count_regression(0)
+    values = measure(history, ["output_zero_share", "logit_loss_share"])
+    assert values["output_zero_share"] > 0.1 and values["logit_loss_share"] == 0, values
+    assert fl.diagnose(history).top != "output_activation_mismatch"
+
+
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 def test_mse_broadcasting_one_output_against_the_batch_is_named_from_a_plain_monitor(optimizer):
     """The Monitor reads the output's gradient against the output (target_grad_share):

@@ -68,6 +68,7 @@ def synthetic() -> pd.DataFrame:
         "label_purity": 0.5 * const, "batch_acc": 0.9 * const,
         "output_sigmoid_logits": np.where(STEP < 15, 1.0, 0.0),
         "output_label_mean": LABEL_MEAN, "output_label_std": 0.8 * const,
+        "output_zero_frac": np.where(STEP < 40, 0.5, 0.0),
         "t_data": 0.1 * const, "t_forward": 0.2 * const, "t_backward": 0.3 * const,
         "t_step": 0.4 * const, "pad_attention": 0 * const, "pad_sensitivity": 0.002 * const,
     })
@@ -127,6 +128,9 @@ def _expected() -> dict[str, float]:
         "softmax_twice_fit": 2.0 ** -23,  # exactly the plain CE: its distance is rounding
         "output_relu_share": 0.5, "output_saturated_end": 0.05, "output_softmax_share": 1.0,
         "output_std_end": 0.5, "target_share": 0.9,
+        "output_zero_share": 0.5,  # 40 of 60 steps at 0.5: the median's
+        "logit_loss_share": 1.0,  # every step's gradient was read as a softmax's
+
         "float16_share": 0.0,  # 1e-9 is under float16's smallest number: not on its grid
         "loss_scaled_share": 0.0, "input_nonfinite_total": 0.0,
         "val_acc_best": max(VAL_ACC), "val_acc_end": VAL_ACC[-1], "val_loss_end": VAL_LOSS[-1],

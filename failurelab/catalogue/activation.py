@@ -421,7 +421,35 @@ OUTPUT_ACTIVATION_MISMATCH = Fault(
     ), "the output is a ReLU's and the loss is non-finite from the first step - is the "
        "output read as probabilities without a softmax?",
        verdict_zh="输出是一个 ReLU 的输出，而损失从第一步起就是非有限的：是不是没有经过 softmax 就把输出当作概"
-                  "率来读？"),),
+                  "率来读？"),
+          # The clip written as a function (F.relu, torch.clamp on the logits) has no
+          # module to compare the output with: its exact zeros show it, under any loss
+          # that reads logits (a softmax's or one logit's binary cross-entropy).
+          Signature((
+        C("output_zero_share", ">=", 0.1, "median share of output entries exactly 0",
+          "a value computed by the last layer is exactly 0 only where something clipped "
+          "it (a ReLU or a clamp, a module or a function): healthy runs of every family "
+          "read 0, a ReLU on fresh logits about one half", log=False, unit=0.05,
+          label_zh="输出中恰好为 0 的元素比例的中位数",
+          why_zh="最后一层算出的值只有在被截断时（ReLU 或 clamp，模块或函数）才恰好为 0：每个家族的健康运行都"
+                 "读到 0，新初始化的 logits 经过 ReLU 约为一半"),
+        C("logit_loss_share", ">=", 0.1, "share of steps whose output gradient is a loss "
+          "on logits", "the gradient is a softmax's p - y or one logit's sigmoid(z) - y: "
+          "the loss needs logits below 0 for what it rules out (a regression loss on a "
+          "clipped output may have targets >= 0 that the clip reaches). A regression's "
+          "2 (z - t) / B matches neither form (healthy regressors and autoencoders read "
+          "0); one logit's BCE is read only on steps with 16 rows still unfitted "
+          "(healthy binary runs: 0.32 .. 1)", log=False, unit=0.05, role="guard",
+          label_zh="输出梯度为 logits 上的损失之梯度的步数比例",
+          why_zh="梯度是 softmax 的 p - y，或单个 logit 的 sigmoid(z) - y：这个损失需要低于 0 的 logit 来排除"
+                 "（截断输出上的回归损失，目标可能 >= 0，截断够得着）。回归的 2 (z - t) / B 两种形式都不符合"
+                 "（健康的回归器和自编码器读到 0）；单个 logit 的 BCE 只在仍有 16 行未拟合的步上读得出（健康的"
+                 "二分类运行：0.32 .. 1）"),
+    ), "a share of the output is exactly 0 and the loss reads it as logits: something "
+       "clips the logits at 0 - is there a ReLU (a module or F.relu) or a clamp after the "
+       "last layer?",
+       verdict_zh="输出中有一部分恰好为 0，而损失把它当作 logits 来读：有东西把 logits 截在 0：最后一层之后"
+                  "是不是有一个 ReLU（模块或 F.relu）或 clamp？"),),
     outcome=Signature((
         C("output_relu_share", "<=", 0.1, "share of steps whose output is a ReLU's output",
           "the logits are the last Linear layer's, free to go below 0", log=False,

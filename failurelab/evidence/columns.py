@@ -64,7 +64,7 @@ GROUPS: tuple[ColumnGroup, ...] = (
                  "output_logprob_frac", "output_nonfinite", "loss_weight", "output_backwards",
                  "output_soft_target_frac", "output_ce", "output_ce_twice", "target_grad_share",
                  "output_float16", "output_label_purity", "output_sigmoid_logits",
-                 "output_label_mean", "output_label_std"),
+                 "output_label_mean", "output_label_std", "output_zero_frac"),
                 "the model's output and the gradient that reached it"),
     ColumnGroup("activations", MONITOR, ("act_mean/", "act_std/", "dead_frac/",
                                          "saturated_frac/"),

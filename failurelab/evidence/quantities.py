@@ -663,6 +663,31 @@ def output_softmax_share(h):
     return float(h["output_soft_target_frac"][measured].notna().mean()) if measured.any() else NAN
 
 
+def output_zero_share(h):
+    """Median share of the model's output entries that are exactly 0: a logit is
+    exactly 0 only where something clipped it (a ReLU or a clamp after the last layer,
+    written as a module or as a function); healthy logits read 0."""
+    return _median(_column(h, "output_zero_frac"))
+
+
+def logit_loss_share(h):
+    """Share of the steps whose gradient at the output is a loss on logits: a softmax
+    cross-entropy's (rows summing to 0, `output_softmax_share`) or one logit's binary
+    cross-entropy (w (sigmoid(z) - y), read by `output_sigmoid_logits`).  Both need
+    logits below 0 to say "unlikely"; a regression loss needs neither.  NaN when the
+    output's gradient was not recorded."""
+    if _column(h, "output_std") is None:
+        return NAN
+    measured = np.isfinite(h["output_std"].to_numpy(dtype=float))
+    if not measured.any():
+        return NAN
+    read = np.zeros(len(h), dtype=bool)
+    for column in ("output_soft_target_frac", "output_sigmoid_logits"):
+        if column in h:
+            read |= h[column].notna().to_numpy()
+    return float(read[measured].mean())
+
+
 def output_std_end(h):
     """Median std of the model's output entries over the last 20% of the steps: 0 when
     every entry of every row is the same number (the output ignores its input)."""
@@ -1259,6 +1284,9 @@ DECLARED = (
     declare(output_saturated_end, ("output_std", "act_std/", "saturated_frac/"), "outputs"),
     declare(output_softmax_share, ("output_soft_target_frac", "output_std"), "output_gradient"),
     declare(output_std_end, ("output_std",), "outputs"),
+    declare(output_zero_share, ("output_zero_frac",), "outputs"),
+    declare(logit_loss_share, ("output_std",), "output_gradient",
+            optional=("output_soft_target_frac", "output_sigmoid_logits")),
     declare(soft_target_share, ("output_soft_target_frac",), "output_gradient"),
     declare(loss_vs_output_ce, ("loss", "output_ce"), "implied_loss"),
     declare(loss_vs_softmax_twice, ("loss", "output_ce_twice"), "implied_loss"),

@@ -66,7 +66,8 @@ def _merge_row(parts: list[dict]) -> dict[str, float]:
         out["output_std"] = _std(parts, "_out_sum", "_out_sq", "_out_n")
         for column, count in (("output_prob_frac", "_out_rows"),
                               ("output_logprob_frac", "_out_rows"),
-                              ("output_grad_zero_frac", "_out_grad_n")):
+                              ("output_grad_zero_frac", "_out_grad_n"),
+                              ("output_zero_frac", "_out_n")):
             _weighted(out, parts, column, count)
     for key in parts[0]:
         if key.startswith("_act_n/"):

@@ -447,7 +447,7 @@ class Outputs(Instrument):
                "output_logprob_frac", "output_nonfinite", "loss_weight", "output_backwards",
                "output_soft_target_frac", "output_ce", "output_ce_twice", "target_grad_share",
                "output_float16", "output_label_purity", "output_sigmoid_logits",
-               "output_label_mean", "output_label_std")
+               "output_label_mean", "output_label_std", "output_zero_frac")
 
     def __init__(self, report, params=()):
         self.report = report  # report(instrument, exc): the gradient hook runs in backward
@@ -551,10 +551,12 @@ class Outputs(Instrument):
         tables.append(probes.implied_losses(stacked, by_row) if stacked is not None else nan)
         tables.append(probes.target_shares(stacked, stacked_grads).to(nan.dtype).unsqueeze(1)
                       if stacked is not None and stacked_grads is not None else nan[:, :1])
+        tables.append(probes.zero_shares(stacked).unsqueeze(1) if stacked is not None
+                      else nan[:, :1])
         values = torch.cat(tables, dim=1).tolist()  # one conversion for the whole chunk
         n = outs[0].numel() if stacked is not None else 0
         (total, sq, prob, logp, zero, low, weight, soft, purity, squashed, label_mean,
-         label_std, ce, ce_twice, target) = zip(*values, strict=True)
+         label_std, ce, ce_twice, target, out_zero) = zip(*values, strict=True)
         bad = [_NAN] * k if stacked is None else [
             probes.nonfinite_count(y) if n and not math.isfinite(s) else 0  # count exactly
             for y, s in zip(outs, sq, strict=True)]
@@ -565,7 +567,7 @@ class Outputs(Instrument):
         out = dict(zip(self.columns, (
             [probes.std_of(t, s, n) for t, s in zip(total, sq, strict=True)], zero, low, prob, logp, bad,
             weight, [_NAN if p[2] is None else p[2] for p in payloads], soft, ce, ce_twice,
-            target, half, purity, squashed, label_mean, label_std), strict=True))
+            target, half, purity, squashed, label_mean, label_std, out_zero), strict=True))
         if self.partials and stacked is not None:
             rows = outs[0].numel() // (outs[0].shape[-1] if outs[0].dim() else 1)
             grad_n = grads[0].numel() if grads[0] is not None else 0

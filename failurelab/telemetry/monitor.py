@@ -104,7 +104,7 @@ DROPOUTS = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.D
              torch.nn.AlphaDropout, torch.nn.FeatureAlphaDropout)
 _GATHERED = ("loss", "nonfinite", "batch_size", "input_absmax", "input_nonfinite",
              "output_nonfinite", "output_grad_min", "output_prob_frac", "output_logprob_frac",
-             "output_grad_zero_frac")
+             "output_grad_zero_frac", "output_zero_frac")
 _NAN = float("nan")
 _TENSOR = torch.Tensor
 

@@ -248,6 +248,13 @@ def zeros_and_floor(T: torch.Tensor) -> torch.Tensor:
     return torch.stack([1 - nonzero.mean(1), floor], dim=1)
 
 
+def zero_shares(T: torch.Tensor) -> torch.Tensor:
+    """(k, ...) → (k,): share of each step's entries that are exactly 0.  A float
+    computed by a Linear layer is exactly 0 only when something clipped it (a ReLU, a
+    clamp): healthy logits read 0."""
+    return T.reshape(T.shape[0], -1).eq(0).to(F32).mean(1)
+
+
 def distribution_rows(T: torch.Tensor, tol: float = 1e-3) -> torch.Tensor:
     """(k, ..., C) outputs → (k, 2): share of rows (along the last dimension) that are
     probabilities (every entry in [0, 1], summing to 1 within `tol`) and share that are

@@ -177,13 +177,16 @@ _FAULTS = (
              "model.train() once before training / at the top of each epoch",
              # the families whose forward the mode changes: BatchNorm, dropout p > 0
              families=("cnn_bn", "binary", "bag"), habits=("val",)),
-    ZooFault("output_activation_mismatch", None, "output", ("relu", "shared_relu"),
-             "nn.ReLU() after the last Linear layer, or the body's own ReLU module called "
-             "on the logits too (return self.relu(self.head(x))), the output fed to "
-             "CrossEntropyLoss: no logit can go below 0",
+    ZooFault("output_activation_mismatch", None, "output",
+             ("relu", "shared_relu", "functional_relu"),
+             "nn.ReLU() after the last Linear layer, the body's own ReLU module called "
+             "on the logits too (return self.relu(self.head(x))), or F.relu written in "
+             "forward, the output fed to CrossEntropyLoss or to BCE with logits: no logit "
+             "can go below 0",
              # a softmax cross-entropy needs negative logits for the classes it rules
-             # out; one logit under BCE (binary) or a regression may have targets >= 0
-             families=("cnn_bn", "gru", "attention", "resmlp", "bag"),
+             # out, one logit's BCE for the negatives (sigmoid(relu(z)) >= 0.5); a
+             # regression may have targets >= 0
+             families=("cnn_bn", "gru", "attention", "resmlp", "bag", "binary"),
              skip=(("gru", "shared_relu"),)),  # a GRU body has no ReLU module
 )
 FAULTS = {f.name: replace(f, cause=EXPECTED_CAUSE[f.name]) for f in _FAULTS}

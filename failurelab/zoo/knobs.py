@@ -24,7 +24,8 @@ class Knobs:
     relu_bias: float = 0.0  # bias added before the first ReLU
     dropout: float | None = None  # None: the family's own rate
     output: str = "logits"  # "probs": softmax/sigmoid at the end of the model; "relu": a ReLU
-    #                         ("shared_relu": the body's own ReLU module, called again)
+    #                         ("shared_relu": the body's own ReLU module, called again;
+    #                         "functional_relu": torch.relu in forward, no module)
     depth: int | None = None  # None: the family's own depth (residual stack)
     normalized: bool = True  # residual stack: LayerNorm and a scaled branch; False: neither,
     #                          and He init

@@ -6,6 +6,7 @@ accidental `.detach()`, probabilities at the output) enter each family the same 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -17,7 +18,7 @@ from .knobs import Knobs
 class Net(nn.Module):
     """body -> head, optionally with the accidental `.detach()` of `cut_at`."""
 
-    def __init__(self, body: nn.Sequential, head: nn.Module, output: nn.Module | None = None,
+    def __init__(self, body: nn.Sequential, head: nn.Module, output: Callable | None = None,
                  cut_at: int | None = None):
         super().__init__()
         self.body, self.head, self.output = body, head, output
@@ -156,6 +157,8 @@ def _finish(body: nn.Sequential, head: nn.Module, k: Knobs, probs: str | None) -
         # "shared_relu": the body's own ReLU module called once more on the logits
         shared = [m for m in body.modules() if isinstance(m, nn.ReLU)][:1]
         output = shared[0] if k.output == "shared_relu" and shared else nn.ReLU()
+    elif k.output == "functional_relu":  # return F.relu(self.head(x)): no module to see
+        output = torch.relu
     cut_at = None if k.cut is None else round(k.cut * len(body))
     return Net(body, head, output, cut_at)
 
