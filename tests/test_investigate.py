@@ -310,6 +310,49 @@ def test_a_graph_cut_outside_the_catalogue_gets_no_confident_name():
     assert inv.confidence != "high"
 
 
+class _GeneratorAndCritic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.generator = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))
+        self.critic = nn.Linear(3, 1)
+
+    def forward(self, x):
+        return self.generator(x)
+
+
+def _gan_parts(critic_optimized: bool):
+    """The generator's optimizer handed over; the critic's own optimizer (or none: its
+    parameters left out) built beside it and stepped inside the step."""
+    def optimizer(m):
+        m.critic_optimizer = (torch.optim.SGD(m.critic.parameters(), lr=0.01)
+                              if critic_optimized else None)
+        return torch.optim.SGD(m.generator.parameters(), lr=0.05)
+
+    def step(model, optimizer, batch):
+        x, y = batch
+        if model.critic_optimizer is not None:
+            model.critic_optimizer.zero_grad()
+            model.critic(model(x).detach()).mean().backward()
+            model.critic_optimizer.step()
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y) - 0.01 * model.critic(model(x)).mean()
+        loss.backward()
+        optimizer.step()
+        return loss
+    return make_parts(**dict(_parts(model=_GeneratorAndCritic), optimizer=optimizer, step=step))
+
+
+@pytest.mark.parametrize("critic_optimized", [True, False])
+def test_gradient_flow_tells_a_second_optimizers_parameters_from_left_out_ones(critic_optimized):
+    """Parameters outside the handed optimizer that the step moved are trained by
+    another optimizer; those it did not move are left out."""
+    from failurelab.investigation.checks import gradient_flow
+    flow = gradient_flow(_gan_parts(critic_optimized))
+    assert flow.error is None
+    expected = [] if critic_optimized else ["critic.weight", "critic.bias"]
+    assert flow.not_optimized == expected
+
+
 @pytest.mark.parametrize("bad,says", [
     (dict(model=None), "model must be"),
     (dict(batches=[]), "yielded no batch"),

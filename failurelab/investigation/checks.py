@@ -339,7 +339,10 @@ def _one_step(parts: Parts, flow: Flow) -> None:
         return
     flow.trainable = len(named)
     flow.without_grad = [n for n, _ in named if not seen[n]]
-    flow.not_optimized = [n for n, p in named if seen[n] and id(p) not in held]
+    # a parameter outside this optimizer that the step moved anyway is trained by
+    # another one (a GAN's discriminator, stepped in the same step): not left out
+    flow.not_optimized = [n for n, p in named if seen[n] and id(p) not in held
+                          and torch.equal(before[n], p.detach())]
     flow.no_grad_at_step = len(flow.without_grad) / len(named)
     flow.grad_not_optimized = len(flow.not_optimized) / len(named)
     flow.unchanged = sum(bool(torch.equal(before[n], p.detach())) for n, p in named) / len(named)

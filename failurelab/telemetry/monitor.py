@@ -181,6 +181,9 @@ class Monitor:
         self._optimizer = optimizer
         optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
         self._unoptimized = [p for p in self._params if id(p) not in optimized]
+        self._unoptimized_marks: list[float] | None = None  # their sums at the last look
+        self._optimized_elsewhere: set[int] = set()  # indices into _unoptimized that moved
+        self._unoptimized_last = 0
         self._dropouts = [m for m in model.modules() if isinstance(m, DROPOUTS)]
         self._norms = [m for m in model.modules() if private.is_batchnorm(m)]
         self._model = model
@@ -628,7 +631,7 @@ class Monitor:
         self._misuse.seen(loss)
         if not stepped:
             self._lr = ins.first_lr(self._optimizer)
-        unoptimized = sum(p.grad is not None for p in self._unoptimized) if self._unoptimized else 0
+        unoptimized = self._count_unoptimized() if self._unoptimized else 0
         norms_training = 1.0 if self._norms and any(m.training for m in self._norms) else 0.0
         forward = self._forward_on and bool(self._scheduled)  # this step's forward was read
         if not forward and not finite:
@@ -659,12 +662,30 @@ class Monitor:
         for seen in self._unread_inputs:
             self._contained(self._inputs, seen)
 
+    def _count_unoptimized(self) -> int:
+        """The parameters outside the optimizer that hold a gradient and have not moved
+        since the last observed step: their gradients are never applied.  One that moved
+        is trained by another optimizer (a GAN's discriminator, stepped in the same loop)
+        and is set aside for the rest of the run; the first look has nothing to compare
+        with and counts none.  Steps economy does not observe repeat the last count."""
+        with torch.no_grad():
+            marks = torch.stack([p.detach().sum(dtype=torch.float64)
+                                 for p in self._unoptimized]).tolist()
+        last, count = self._unoptimized_marks, 0
+        if last is not None:
+            for i, (p, mark) in enumerate(zip(self._unoptimized, marks, strict=True)):
+                if mark != last[i] and not (math.isnan(mark) and math.isnan(last[i])):
+                    self._optimized_elsewhere.add(i)
+                elif p.grad is not None and i not in self._optimized_elsewhere:
+                    count += 1
+        self._unoptimized_marks, self._unoptimized_last = marks, count
+        return count
+
     def _record_unobserved(self, loss, loss_value: float, extra: dict) -> None:
         """A step economy does not observe: the least a row needs, because on a tiny
         model every attribute the monitor touches per step costs the loop time."""
         self._misuse.seen(loss)
-        unoptimized = sum(p.grad is not None for p in self._unoptimized) if self._unoptimized else 0
-        state = (self._lr, self._lowp, unoptimized, 0, _NAN, _NAN, _NAN, self._frozen,
+        state = (self._lr, self._lowp, self._unoptimized_last, 0, _NAN, _NAN, _NAN, self._frozen,
                  self._mode, 0.0)
         payloads = _NO_PAYLOADS  # shared, never written: economy has no forward instruments
         if self._inputs is not None:
