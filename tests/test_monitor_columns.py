@@ -201,6 +201,19 @@ def test_parameters_another_optimizer_trains_are_not_counted_as_left_out(preset)
     assert fl.diagnose(h).top != "params_not_in_optimizer"
 
 
+def test_a_failing_look_at_the_left_out_parameters_counts_them_as_before(monkeypatch):
+    """The sums that tell a moved parameter from a left-out one run inside the user's
+    loop: if they fail, every left-out tensor with a gradient is counted, nothing raised."""
+    def broken(params):
+        raise RuntimeError("simulated: a parameter on a device that cannot be read")
+    monkeypatch.setattr("failurelab.telemetry.monitor._sums", broken)
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 3))
+    opt = torch.optim.SGD(model[0].parameters(), lr=0.01)
+    h = _train(model, opt, _batches(3), _mse)
+    assert h["unoptimized_params"].tolist() == [2, 2, 2]
+
+
 def test_accumulated_micro_batches_are_one_step_batch():
     """Two micro-batches per step: a NaN row in the first one counts, and the batch is
     what the optimizer steps on (16 rows), not the last micro-batch (8)."""

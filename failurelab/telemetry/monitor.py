@@ -668,9 +668,10 @@ class Monitor:
         is trained by another optimizer (a GAN's discriminator, stepped in the same loop)
         and is set aside for the rest of the run; the first look has nothing to compare
         with and counts none.  Steps economy does not observe repeat the last count."""
-        with torch.no_grad():
-            marks = torch.stack([p.detach().sum(dtype=torch.float64)
-                                 for p in self._unoptimized]).tolist()
+        try:
+            marks = _sums(self._unoptimized)
+        except Exception:  # noqa: BLE001 - never fail the user's loop: count as before
+            return sum(p.grad is not None for p in self._unoptimized)
         last, count = self._unoptimized_marks, 0
         if last is not None:
             for i, (p, mark) in enumerate(zip(self._unoptimized, marks, strict=True)):
@@ -912,6 +913,15 @@ def _stacking(steps: list[_Step], instrument: ins.Instrument, position: int) -> 
         if key is not _ABSENT:
             groups.setdefault(key, []).append(i)
     return list(groups.values())
+
+
+def _sums(params: list) -> list[float]:
+    """Each parameter's float64 sum, read in one transfer where they share a device."""
+    with torch.no_grad():
+        sums = [p.detach().sum(dtype=torch.float64) for p in params]
+        if len({s.device for s in sums}) == 1:
+            return torch.stack(sums).tolist()
+        return [float(s) for s in sums]  # a model split over devices: one read each
 
 
 def _same_steps(by_rank: list[list[dict]]) -> None:
