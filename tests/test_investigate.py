@@ -9,7 +9,7 @@ from torch import nn
 
 import failurelab as fl
 from failurelab.evidence import experiments as ex
-from failurelab.investigation import PartsError, arms, runner, verdict
+from failurelab.investigation import PartsError, arms, checks, runner, verdict
 from failurelab.investigation.parts import build, make_parts
 
 STEPS = 40
@@ -245,8 +245,6 @@ def test_training_mode_changes_the_mode_of_gradient_taking_passes_only(base):
 
 
 def test_the_premise_checks_see_a_broadcast_pair_and_one_class_batches():
-    from failurelab.investigation import checks
-
     assert checks.targets_misshaped(base_parts_of(_regression())) == 1.0
     assert checks.targets_misshaped(base_parts_of(_regression(flat=False))) == 0.0
     assert checks.targets_misshaped(base_parts_of([(x, y[:1]) for x, y in _regression()])) == 0.0
@@ -346,8 +344,7 @@ def _gan_parts(critic_optimized: bool):
 def test_gradient_flow_tells_a_second_optimizers_parameters_from_left_out_ones(critic_optimized):
     """Parameters outside the handed optimizer that the step moved are trained by
     another optimizer; those it did not move are left out."""
-    from failurelab.investigation.checks import gradient_flow
-    flow = gradient_flow(_gan_parts(critic_optimized))
+    flow = checks.gradient_flow(_gan_parts(critic_optimized))
     assert flow.error is None
     expected = [] if critic_optimized else ["critic.weight", "critic.bias"]
     assert flow.not_optimized == expected

@@ -657,10 +657,21 @@ def output_softmax_share(h):
     rows sum to 0, as softmax's p - y does whatever the label (`output_soft_target_frac`
     is measured exactly on those steps); a regression loss's gradient, or one logit's,
     does not.  NaN when the output's gradient was not recorded."""
-    if "output_soft_target_frac" not in h or _column(h, "output_std") is None:
+    return _share_read(h, ("output_soft_target_frac",))
+
+
+def _share_read(h, columns: tuple[str, ...]) -> float:
+    """Share of the steps whose output was measured on which any of `columns` (each
+    measured only where its gradient form was read) holds a value; NaN when the output
+    was not recorded or none of `columns` is in the history."""
+    present = [c for c in columns if c in h]
+    if not present or _column(h, "output_std") is None:
         return NAN
     measured = np.isfinite(h["output_std"].to_numpy(dtype=float))
-    return float(h["output_soft_target_frac"][measured].notna().mean()) if measured.any() else NAN
+    if not measured.any():
+        return NAN
+    read = np.logical_or.reduce([h[c].notna().to_numpy() for c in present])
+    return float(read[measured].mean())
 
 
 def output_zero_share(h):
@@ -676,16 +687,7 @@ def logit_loss_share(h):
     cross-entropy (w (sigmoid(z) - y), read by `output_sigmoid_logits`).  Both need
     logits below 0 to say "unlikely"; a regression loss needs neither.  NaN when the
     output's gradient was not recorded."""
-    if _column(h, "output_std") is None:
-        return NAN
-    measured = np.isfinite(h["output_std"].to_numpy(dtype=float))
-    if not measured.any():
-        return NAN
-    read = np.zeros(len(h), dtype=bool)
-    for column in ("output_soft_target_frac", "output_sigmoid_logits"):
-        if column in h:
-            read |= h[column].notna().to_numpy()
-    return float(read[measured].mean())
+    return _share_read(h, ("output_soft_target_frac", "output_sigmoid_logits"))
 
 
 def output_std_end(h):

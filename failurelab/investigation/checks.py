@@ -338,14 +338,14 @@ def _one_step(parts: Parts, flow: Flow) -> None:
         flow.error = "the step never called optimizer.step()"
         return
     flow.trainable = len(named)
+    unchanged = {n: bool(torch.equal(before[n], p.detach())) for n, p in named}
     flow.without_grad = [n for n, _ in named if not seen[n]]
     # a parameter outside this optimizer that the step moved anyway is trained by
     # another one (a GAN's discriminator, stepped in the same step): not left out
-    flow.not_optimized = [n for n, p in named if seen[n] and id(p) not in held
-                          and torch.equal(before[n], p.detach())]
+    flow.not_optimized = [n for n, p in named if seen[n] and id(p) not in held and unchanged[n]]
     flow.no_grad_at_step = len(flow.without_grad) / len(named)
     flow.grad_not_optimized = len(flow.not_optimized) / len(named)
-    flow.unchanged = sum(bool(torch.equal(before[n], p.detach())) for n, p in named) / len(named)
+    flow.unchanged = sum(unchanged.values()) / len(named)
 
 
 # --- the model's output and the targets: what the output is made by, what it is paired with
